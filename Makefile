@@ -1,0 +1,34 @@
+# From a fresh clone: `make demo` (set up + main job) and `make test` (set up + lint + types + tests).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[optuna,nni,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m dnnsat.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check dnnsat integrations tests benchmarks
+	$(BIN)/ruff format --check dnnsat integrations tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy dnnsat integrations
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.solver_perf
+
+clean:
+	rm -rf $(VENV) build *.egg-info

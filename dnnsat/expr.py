@@ -1,0 +1,923 @@
+"""Symbolic expressions: an immutable, hash-consed DAG with three evaluators.
+
+Nodes are interned, so structurally equal expressions are the same object and every evaluator can
+memoise per node. Sorts: ``"int"`` (Python ``int``; numpy ``int64``), ``"real"`` (``float64``) and
+``"bool"``. Operators: ``+ - * /`` (``/`` is real division), ``//`` (floor division), :func:`ceildiv`,
+:func:`minimum`, :func:`maximum`, :func:`where`, comparisons, ``& | ~`` on booleans, :func:`sum_`.
+
+Division by zero is defined as ``0`` in every evaluator (``x // 0 == ceildiv(x, 0) == x / 0 == 0``),
+so that numpy, Python and Z3 agree on every point.
+
+Evaluators (all agree; property tests check it):
+
+* :func:`compile_scalar` - Python function of one assignment (exact, arbitrary-precision ints);
+* :func:`compile_vectorized` - numpy function of columns of assignments;
+* :func:`compile_interval` - numpy function of boxes (``lo``/``hi`` columns) giving sound bounds;
+* :func:`to_z3` - lowering to Z3 terms.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Union
+
+import numpy as np
+
+__all__ = [
+    "Expr",
+    "Var",
+    "Const",
+    "ExprLike",
+    "as_expr",
+    "ceildiv",
+    "minimum",
+    "maximum",
+    "where",
+    "sum_",
+    "all_",
+    "any_",
+    "topological",
+    "variables",
+    "substitute",
+    "compile_scalar",
+    "compile_vectorized",
+    "compile_interval",
+    "interval",
+    "to_z3",
+]
+
+Number = Union[int, float, bool, np.integer, np.floating, np.bool_]
+ExprLike = Union["Expr", int, float, bool]
+
+INT64_SAFE = 2**62  # magnitudes above this are evaluated in float64 by the vectorized evaluators
+
+_ARITH = {"add", "sub", "mul", "neg", "floordiv", "ceildiv", "truediv", "min", "max"}
+_COMPARE = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+_LOGIC = {"and", "or", "not"}
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "truediv": "/", "and": "&", "or": "|"}
+_INFIX.update(_COMPARE)
+_PRECEDENCE = {"or": 1, "and": 2, "not": 3, "lt": 4, "le": 4, "eq": 4, "ne": 4, "add": 5, "sub": 5}
+_PRECEDENCE.update({"mul": 6, "floordiv": 6, "truediv": 6, "neg": 7})
+
+_interned: dict[tuple[Any, ...], Expr] = {}
+
+
+class Expr:
+    """One node of the DAG. Build expressions with operators; never instantiate directly."""
+
+    __slots__ = ("op", "args", "payload", "sort", "_vars", "__weakref__")
+
+    op: str
+    args: tuple[Expr, ...]
+    payload: Any  # the value of a Const, (name, labels) of a Var, else None
+    sort: str
+
+    def __new__(cls, op: str, args: tuple[Expr, ...], payload: Any, sort: str) -> Expr:
+        key = (op, tuple(id(a) for a in args), _payload_key(payload), sort)
+        node = _interned.get(key)
+        if node is None:
+            node = object.__new__(cls)
+            node.op, node.args, node.payload, node.sort = op, args, payload, sort
+            node._vars = None
+            _interned[key] = node
+        return node
+
+    # -- arithmetic -------------------------------------------------------------------------------
+    def __add__(self, other: ExprLike) -> Expr:
+        return _arith("add", self, as_expr(other))
+
+    def __radd__(self, other: ExprLike) -> Expr:
+        return _arith("add", as_expr(other), self)
+
+    def __sub__(self, other: ExprLike) -> Expr:
+        return _arith("sub", self, as_expr(other))
+
+    def __rsub__(self, other: ExprLike) -> Expr:
+        return _arith("sub", as_expr(other), self)
+
+    def __mul__(self, other: ExprLike) -> Expr:
+        return _arith("mul", self, as_expr(other))
+
+    def __rmul__(self, other: ExprLike) -> Expr:
+        return _arith("mul", as_expr(other), self)
+
+    def __floordiv__(self, other: ExprLike) -> Expr:
+        return _arith("floordiv", self, as_expr(other))
+
+    def __rfloordiv__(self, other: ExprLike) -> Expr:
+        return _arith("floordiv", as_expr(other), self)
+
+    def __truediv__(self, other: ExprLike) -> Expr:
+        return _arith("truediv", self, as_expr(other))
+
+    def __rtruediv__(self, other: ExprLike) -> Expr:
+        return _arith("truediv", as_expr(other), self)
+
+    def __pow__(self, exponent: int) -> Expr:
+        if not isinstance(exponent, int) or exponent < 1:
+            raise TypeError("only positive integer constant exponents are supported: x**2, x**3, ...")
+        result = self
+        for _ in range(exponent - 1):
+            result = result * self
+        return result
+
+    def __neg__(self) -> Expr:
+        return _arith("neg", self)
+
+    def __pos__(self) -> Expr:
+        return self
+
+    # -- comparisons (return boolean expressions) -------------------------------------------------
+    def __lt__(self, other: ExprLike) -> Expr:  # type: ignore[override]
+        return _compare("lt", self, _coerce_label(self, other))
+
+    def __le__(self, other: ExprLike) -> Expr:  # type: ignore[override]
+        return _compare("le", self, _coerce_label(self, other))
+
+    def __gt__(self, other: ExprLike) -> Expr:  # type: ignore[override]
+        return _compare("lt", _coerce_label(self, other), self)
+
+    def __ge__(self, other: ExprLike) -> Expr:  # type: ignore[override]
+        return _compare("le", _coerce_label(self, other), self)
+
+    def __eq__(self, other: object) -> Expr:  # type: ignore[override]
+        return _compare("eq", self, _coerce_label(self, other))
+
+    def __ne__(self, other: object) -> Expr:  # type: ignore[override]
+        return _compare("ne", self, _coerce_label(self, other))
+
+    __hash__ = object.__hash__  # interned: identity is structural equality
+
+    # -- logic ------------------------------------------------------------------------------------
+    def __and__(self, other: ExprLike) -> Expr:
+        return _logic("and", self, as_expr(other))
+
+    __rand__ = __and__
+
+    def __or__(self, other: ExprLike) -> Expr:
+        return _logic("or", self, as_expr(other))
+
+    __ror__ = __or__
+
+    def __invert__(self) -> Expr:
+        return _logic("not", self)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "a symbolic expression has no truth value: use `&`, `|`, `~` and dnnsat.where(cond, a, b) "
+            "instead of `and`, `or`, `not` and `if`"
+        )
+
+    # -- inspection -------------------------------------------------------------------------------
+    @property
+    def is_const(self) -> bool:
+        return self.op == "const"
+
+    @property
+    def value(self) -> Any:
+        """The Python value of a constant node."""
+        if self.op != "const":
+            raise TypeError(f"{self} is not a constant")
+        return self.payload
+
+    @property
+    def name(self) -> str:
+        """The name of a variable node."""
+        if self.op != "var":
+            raise TypeError(f"{self} is not a variable")
+        return str(self.payload[0])
+
+    def variables(self) -> frozenset[str]:
+        """Names of the variables this expression depends on."""
+        if self._vars is None:
+            if self.op == "var":
+                self._vars = frozenset([self.payload[0]])
+            else:
+                acc: frozenset[str] = frozenset()
+                for a in self.args:
+                    acc |= a.variables()
+                self._vars = acc
+        return self._vars
+
+    def __str__(self) -> str:
+        return _format(self)
+
+    def __repr__(self) -> str:
+        return f"Expr({_format(self)})"
+
+
+def _payload_key(payload: Any) -> Any:
+    if isinstance(payload, float) and math.isnan(payload):
+        return ("nan",)
+    if isinstance(payload, bool | int | float):
+        return (type(payload).__name__, payload)
+    return payload
+
+
+def Var(name: str, sort: str = "int", labels: Sequence[Any] | None = None) -> Expr:
+    """A variable. ``labels`` (for categoricals of non-numeric choices) maps choice i to the value i."""
+    if sort not in ("int", "real", "bool"):
+        raise ValueError(f"unknown sort {sort!r} for variable {name!r}: use 'int', 'real' or 'bool'")
+    return Expr("var", (), (name, tuple(labels) if labels is not None else None), sort)
+
+
+def Const(value: Number) -> Expr:
+    """A constant; its sort follows the Python type (bool, int or float)."""
+    if isinstance(value, bool | np.bool_):
+        return Expr("const", (), bool(value), "bool")
+    if isinstance(value, int | np.integer):
+        return Expr("const", (), int(value), "int")
+    if isinstance(value, float | np.floating):
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"constants must be finite, got {v!r}")
+        if v.is_integer() and abs(v) < 2**53:
+            return Expr("const", (), v, "real")
+        return Expr("const", (), v, "real")
+    raise TypeError(f"cannot use {value!r} of type {type(value).__name__} in an expression")
+
+
+def as_expr(x: ExprLike) -> Expr:
+    return x if isinstance(x, Expr) else Const(x)
+
+
+def _coerce_label(var: Expr, other: object) -> Expr:
+    """``v.act == "relu"``: map a categorical label to its index."""
+    if isinstance(other, Expr):
+        return other
+    if var.op == "var" and var.payload[1] is not None:
+        labels = var.payload[1]
+        if other in labels:
+            return Const(labels.index(other))
+        raise ValueError(f"{other!r} is not a choice of {var.name!r}; choices are {list(labels)}")
+    if isinstance(other, bool | int | float | np.integer | np.floating | np.bool_):
+        return Const(other)
+    raise TypeError(f"cannot compare {var} with {other!r}")
+
+
+def _num_sort(*args: Expr) -> str:
+    for a in args:
+        if a.sort == "bool":
+            raise TypeError(f"arithmetic on a boolean expression {a}: use dnnsat.where(cond, 1, 0)")
+    return "real" if any(a.sort == "real" for a in args) else "int"
+
+
+def _fold(op: str, *vals: Any) -> Any:
+    return _PY_OPS[op](*vals)
+
+
+def _arith(op: str, *args: Expr) -> Expr:
+    sort = _num_sort(*args)
+    if op in ("floordiv", "ceildiv") and sort != "int":
+        raise TypeError(f"{op} needs integer operands; use `/` for real division ({args[0]}, {args[1]})")
+    if op == "truediv":
+        sort = "real"
+    if all(a.op == "const" for a in args):
+        v = _fold(op, *(a.payload for a in args))
+        return Const(float(v) if sort == "real" else int(v))
+    if len(args) == 2:
+        a, b = args
+        if op == "add":
+            if _is(a, 0):
+                return b if b.sort == sort else _arith("mul", b, Const(1.0))
+            if _is(b, 0):
+                return a if a.sort == sort else _arith("mul", a, Const(1.0))
+        elif op == "sub" and _is(b, 0) and a.sort == sort:
+            return a
+        elif op == "mul":
+            if (_is(a, 0) or _is(b, 0)) and sort == "int":
+                return Const(0)
+            if _is(a, 1) and b.sort == sort:
+                return b
+            if _is(b, 1) and a.sort == sort:
+                return a
+            if b.op == "const" and a.op != "const":
+                a, b = b, a  # constants first: 2*x, so that 2*x and x*2 intern to the same node
+        elif op in ("floordiv", "ceildiv") and _is(b, 1):
+            return a
+        elif op in ("min", "max") and a is b:
+            return a
+        args = (a, b)
+    elif op == "neg" and args[0].op == "neg":
+        return args[0].args[0]
+    return Expr(op, tuple(args), None, sort)
+
+
+def _is(e: Expr, v: int) -> bool:
+    return e.op == "const" and e.payload == v and not isinstance(e.payload, bool)
+
+
+def _compare(op: str, a: Expr, b: Expr) -> Expr:
+    _num_sort(a, b)
+    if a.op == "const" and b.op == "const":
+        return Const(bool(_fold(op, a.payload, b.payload)))
+    return Expr(op, (a, b), None, "bool")
+
+
+def _check_bool(*args: Expr) -> None:
+    for a in args:
+        if a.sort != "bool":
+            raise TypeError(f"logical operator on a non-boolean expression {a}: compare it first (x <= 3)")
+
+
+def _logic(op: str, *args: Expr) -> Expr:
+    _check_bool(*args)
+    if op == "not":
+        (a,) = args
+        if a.op == "const":
+            return Const(not a.payload)
+        if a.op == "not":
+            return a.args[0]
+        return Expr("not", (a,), None, "bool")
+    a, b = args
+    for x, y in ((a, b), (b, a)):
+        if x.op == "const":
+            if op == "and":
+                return y if x.payload else Const(False)
+            return Const(True) if x.payload else y
+    if a is b:
+        return a
+    return Expr(op, (a, b), None, "bool")
+
+
+def ceildiv(a: ExprLike, b: ExprLike) -> Expr:
+    """Ceiling division of integers: ``-((-a) // b)``."""
+    return _arith("ceildiv", as_expr(a), as_expr(b))
+
+
+def minimum(a: ExprLike, b: ExprLike, *more: ExprLike) -> Expr:
+    """Elementwise minimum of two or more expressions."""
+    result = _arith("min", as_expr(a), as_expr(b))
+    for m in more:
+        result = _arith("min", result, as_expr(m))
+    return result
+
+
+def maximum(a: ExprLike, b: ExprLike, *more: ExprLike) -> Expr:
+    """Elementwise maximum of two or more expressions."""
+    result = _arith("max", as_expr(a), as_expr(b))
+    for m in more:
+        result = _arith("max", result, as_expr(m))
+    return result
+
+
+def where(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
+    """``a`` where ``cond`` holds, else ``b``."""
+    c, x, y = as_expr(cond), as_expr(a), as_expr(b)
+    _check_bool(c)
+    if c.op == "const":
+        return x if c.payload else y
+    if x is y:
+        return x
+    if x.sort == "bool" or y.sort == "bool":
+        _check_bool(x, y)
+        return Expr("where", (c, x, y), None, "bool")
+    sort = _num_sort(x, y)
+    return Expr("where", (c, x, y), None, sort)
+
+
+def sum_(terms: Iterable[ExprLike]) -> Expr:
+    """Sum of expressions (``0`` for none)."""
+    result: Expr = Const(0)
+    for t in terms:
+        result = result + t
+    return result
+
+
+def all_(conds: Iterable[ExprLike]) -> Expr:
+    result: Expr = Const(True)
+    for c in conds:
+        result = result & as_expr(c)
+    return result
+
+
+def any_(conds: Iterable[ExprLike]) -> Expr:
+    result: Expr = Const(False)
+    for c in conds:
+        result = result | as_expr(c)
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+# Python semantics shared by folding and the scalar evaluator
+
+
+def _py_floordiv(a: Any, b: Any) -> Any:
+    return 0 if b == 0 else a // b
+
+
+def _py_ceildiv(a: Any, b: Any) -> Any:
+    return 0 if b == 0 else -((-a) // b)
+
+
+def _py_truediv(a: Any, b: Any) -> Any:
+    return 0.0 if b == 0 else a / b
+
+
+_PY_OPS: dict[str, Callable[..., Any]] = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "neg": operator.neg,
+    "floordiv": _py_floordiv,
+    "ceildiv": _py_ceildiv,
+    "truediv": _py_truediv,
+    "min": min,
+    "max": max,
+    "lt": operator.lt,
+    "le": operator.le,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "and": lambda a, b: a and b,
+    "or": lambda a, b: a or b,
+    "not": operator.not_,
+}
+
+
+def _format(e: Expr, parent: int = 0) -> str:
+    if e.op == "var":
+        return e.name
+    if e.op == "const":
+        return repr(e.payload)
+    prec = _PRECEDENCE.get(e.op, 10)
+    if e.op in _INFIX:
+        left = _format(e.args[0], prec)
+        right = _format(e.args[1], prec + 1)
+        text = f"{left} {_INFIX[e.op]} {right}" if e.op not in ("mul",) else f"{left}*{right}"
+    elif e.op == "neg":
+        text = f"-{_format(e.args[0], prec)}"
+    elif e.op == "not":
+        text = f"~{_format(e.args[0], prec)}"
+    else:
+        text = f"{e.op}({', '.join(_format(a) for a in e.args)})"
+    return f"({text})" if prec < parent else text
+
+
+# ------------------------------------------------------------------------------------------------
+# Traversal
+
+
+def topological(roots: Sequence[Expr]) -> list[Expr]:
+    """All nodes reachable from ``roots``, children before parents, each once."""
+    order: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+    return order
+
+
+def variables(exprs: Iterable[Expr]) -> frozenset[str]:
+    acc: frozenset[str] = frozenset()
+    for e in exprs:
+        acc |= e.variables()
+    return acc
+
+
+def substitute(expr: Expr, values: Mapping[str, ExprLike]) -> Expr:
+    """Replace variables by constants or expressions, folding constants on the way."""
+    if not (expr.variables() & values.keys()):
+        return expr
+    memo: dict[int, Expr] = {}
+    for node in topological([expr]):
+        if node.op == "var":
+            new = as_expr(values[node.name]) if node.name in values else node
+        elif node.op == "const":
+            new = node
+        else:
+            args = [memo[id(a)] for a in node.args]
+            new = _rebuild(node.op, args)
+        memo[id(node)] = new
+    return memo[id(expr)]
+
+
+def _rebuild(op: str, args: list[Expr]) -> Expr:
+    if op in _ARITH:
+        return _arith(op, *args)
+    if op in _COMPARE:
+        return _compare(op, args[0], args[1])
+    if op in _LOGIC:
+        return _logic(op, *args)
+    if op == "where":
+        return where(args[0], args[1], args[2])
+    raise AssertionError(op)
+
+
+# ------------------------------------------------------------------------------------------------
+# Scalar evaluator (code generation)
+
+
+def _codegen(roots: Sequence[Expr], emit: Callable[[Expr, list[str], str], list[str]], header: str) -> str:
+    names: dict[int, str] = {}
+    lines = [header]
+    for i, node in enumerate(topological(roots)):
+        out = f"t{i}"
+        names[id(node)] = out
+        lines.extend("    " + line for line in emit(node, [names[id(a)] for a in node.args], out))
+    lines.append(f"    return ({', '.join(names[id(r)] for r in roots)},)")
+    return "\n".join(lines)
+
+
+def _emit_scalar(node: Expr, a: list[str], out: str) -> list[str]:
+    op = node.op
+    if op == "var":
+        return [f"{out} = env[{node.name!r}]"]
+    if op == "const":
+        return [f"{out} = {node.payload!r}"]
+    if op in ("add", "sub", "mul", "lt", "le", "eq", "ne"):
+        return [f"{out} = {a[0]} {_INFIX[op]} {a[1]}"]
+    if op == "neg":
+        return [f"{out} = -{a[0]}"]
+    if op == "floordiv":
+        return [f"{out} = {a[0]} // {a[1]} if {a[1]} else 0"]
+    if op == "ceildiv":
+        return [f"{out} = -((-{a[0]}) // {a[1]}) if {a[1]} else 0"]
+    if op == "truediv":
+        return [f"{out} = {a[0]} / {a[1]} if {a[1]} else 0.0"]
+    if op in ("min", "max"):
+        cmp = "<=" if op == "min" else ">="
+        return [f"{out} = {a[0]} if {a[0]} {cmp} {a[1]} else {a[1]}"]
+    if op == "and":
+        return [f"{out} = {a[0]} and {a[1]}"]
+    if op == "or":
+        return [f"{out} = {a[0]} or {a[1]}"]
+    if op == "not":
+        return [f"{out} = not {a[0]}"]
+    if op == "where":
+        return [f"{out} = {a[1]} if {a[0]} else {a[2]}"]
+    raise AssertionError(op)
+
+
+def compile_scalar(roots: Sequence[Expr]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function ``env -> tuple of values`` (one per root) over one assignment of Python numbers.
+
+    Integer arithmetic is exact (Python ints); categorical labels must already be encoded.
+    """
+    src = _codegen(roots, _emit_scalar, "def _f(env):")
+    ns: dict[str, Any] = {}
+    exec(compile(src, "<dnnsat.expr scalar>", "exec"), ns)
+    return ns["_f"]  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------------------------------------------
+# Interval bounds over a box of Python numbers (used to plan numpy dtypes)
+
+
+def interval(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> dict[int, tuple[Any, Any]]:
+    """Sound bounds of every node under ``roots`` over ``box`` (Python numbers, exact for ints).
+
+    Returns a map ``id(node) -> (lo, hi)``; booleans are bounded by ``(False/True, False/True)``.
+    """
+    f = compile_interval(roots, box=None, python=True)
+    lo = {k: v[0] for k, v in box.items()}
+    hi = {k: v[1] for k, v in box.items()}
+    bounds: dict[int, tuple[Any, Any]] = {}
+    f(lo, hi, bounds)
+    return bounds
+
+
+# ------------------------------------------------------------------------------------------------
+# Vectorized evaluator
+
+
+def _dtype_plan(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None) -> set[int]:
+    """Nodes of integer sort that must be evaluated in float64 because they may exceed int64."""
+    if box is None:
+        return set()
+    bounds = interval(roots, box)
+    wide: set[int] = set()
+    for node in topological(roots):
+        lo, hi = bounds[id(node)]
+        if node.sort == "int" and (abs(lo) > INT64_SAFE or abs(hi) > INT64_SAFE):
+            wide.add(id(node))
+        elif node.sort == "int" and any(id(a) in wide for a in node.args):
+            wide.add(id(node))
+    return wide
+
+
+def _emit_vector(wide: set[int]) -> Callable[[Expr, list[str], str], list[str]]:
+    def emit(node: Expr, a: list[str], out: str) -> list[str]:
+        op = node.op
+        if op == "var":
+            cast = "np.float64" if id(node) in wide or node.sort == "real" else "np.int64"
+            if node.sort == "bool":
+                cast = "np.bool_"
+            return [f"{out} = np.asarray(env[{node.name!r}], dtype={cast})"]
+        if op == "const":
+            v = float(node.payload) if id(node) in wide else node.payload
+            return [f"{out} = {v!r}"]
+        if op in ("add", "sub", "mul"):
+            if id(node) in wide:
+                return [f"{out} = np.asarray({a[0]}, dtype=np.float64) {_INFIX[op]} {a[1]}"]
+            return [f"{out} = {a[0]} {_INFIX[op]} {a[1]}"]
+        if op in _COMPARE:
+            return [f"{out} = {a[0]} {_INFIX[op]} {a[1]}"]
+        if op == "neg":
+            return [f"{out} = -{a[0]}"]
+        if op == "floordiv":
+            return [f"{out} = _vfloordiv({a[0]}, {a[1]})"]
+        if op == "ceildiv":
+            return [f"{out} = -_vfloordiv(-{a[0]}, {a[1]})"]
+        if op == "truediv":
+            return [f"{out} = _vtruediv({a[0]}, {a[1]})"]
+        if op == "min":
+            return [f"{out} = np.minimum({a[0]}, {a[1]})"]
+        if op == "max":
+            return [f"{out} = np.maximum({a[0]}, {a[1]})"]
+        if op == "and":
+            return [f"{out} = np.logical_and({a[0]}, {a[1]})"]
+        if op == "or":
+            return [f"{out} = np.logical_or({a[0]}, {a[1]})"]
+        if op == "not":
+            return [f"{out} = np.logical_not({a[0]})"]
+        if op == "where":
+            return [f"{out} = np.where({a[0]}, {a[1]}, {a[2]})"]
+        raise AssertionError(op)
+
+    return emit
+
+
+def _vfloordiv(a: Any, b: Any) -> Any:
+    if np.ndim(b) == 0:
+        if b == 0:
+            return np.zeros_like(np.asarray(a)) if np.ndim(a) else 0
+        return np.floor(a / b) if isinstance(a, float | np.floating) or _is_float(a) else a // b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        safe = np.where(b == 0, 1, b)
+        q = np.floor(np.divide(a, safe)) if _is_float(a) or _is_float(b) else np.floor_divide(a, safe)
+        return np.where(b == 0, 0, q)
+
+
+def _vtruediv(a: Any, b: Any) -> Any:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if np.ndim(b) == 0:
+            return a / b if b != 0 else np.zeros_like(np.asarray(a, dtype=np.float64))
+        safe = np.where(b == 0, 1.0, b)
+        return np.where(b == 0, 0.0, np.true_divide(a, safe))
+
+
+def _is_float(x: Any) -> bool:
+    return bool(np.asarray(x).dtype.kind == "f")
+
+
+def compile_vectorized(
+    roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None = None
+) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function ``columns -> tuple of arrays`` evaluating ``roots`` on many assignments at once.
+
+    ``columns`` maps variable names to equally long arrays (or scalars, broadcast). Integer nodes are
+    evaluated in ``int64``; when ``box`` (variable bounds) shows a node may exceed ``2**62`` in
+    magnitude, it and its integer ancestors use ``float64`` instead.
+    """
+    src = _codegen(roots, _emit_vector(_dtype_plan(roots, box)), "def _f(env):")
+    ns: dict[str, Any] = {"np": np, "_vfloordiv": _vfloordiv, "_vtruediv": _vtruediv}
+    exec(compile(src, "<dnnsat.expr vectorized>", "exec"), ns)
+    return ns["_f"]  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------------------------------------------
+# Interval evaluator (vectorized over boxes)
+
+
+def _imul(alo: Any, ahi: Any, blo: Any, bhi: Any, m: Any) -> tuple[Any, Any]:
+    p1, p2, p3, p4 = alo * blo, alo * bhi, ahi * blo, ahi * bhi
+    return m.minimum(m.minimum(p1, p2), m.minimum(p3, p4)), m.maximum(m.maximum(p1, p2), m.maximum(p3, p4))
+
+
+def _idiv(alo: Any, ahi: Any, blo: Any, bhi: Any, m: Any, div: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
+    """Bounds of ``div(a, b)`` for a monotone ``div`` (floor/ceil/true division; ``x/0 == 0``)."""
+    if m is _PyMath:
+        if blo > 0 or bhi < 0:
+            qs = [div(x, y) for x in (alo, ahi) for y in (blo, bhi)]
+            return min(qs), max(qs)
+        if div is _py_truediv:
+            return -math.inf, math.inf
+        mag = max(abs(alo), abs(ahi))
+        return min(-mag, 0), max(mag, 0)
+    # numpy: per box
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        sign_ok = (blo > 0) | (bhi < 0)
+        sb_lo = np.where(sign_ok, blo, 1)
+        sb_hi = np.where(sign_ok, bhi, 1)
+        qs = [div(x, y) for x in (alo, ahi) for y in (sb_lo, sb_hi)]
+        qlo = np.minimum(np.minimum(qs[0], qs[1]), np.minimum(qs[2], qs[3]))
+        qhi = np.maximum(np.maximum(qs[0], qs[1]), np.maximum(qs[2], qs[3]))
+        if div is _vtruediv_pos:
+            flo, fhi = -np.inf, np.inf
+        else:
+            mag = np.maximum(np.abs(alo), np.abs(ahi))
+            flo, fhi = np.minimum(-mag, 0), np.maximum(mag, 0)
+        return np.where(sign_ok, qlo, flo), np.where(sign_ok, qhi, fhi)
+
+
+def _vfloordiv_pos(a: Any, b: Any) -> Any:
+    return np.floor_divide(a, b) if not (_is_float(a) or _is_float(b)) else np.floor(np.divide(a, b))
+
+
+def _vceildiv_pos(a: Any, b: Any) -> Any:
+    return -_vfloordiv_pos(-a, b)
+
+
+def _vtruediv_pos(a: Any, b: Any) -> Any:
+    return np.true_divide(a, b)
+
+
+class _PyMath:
+    """The two functions the interval rules need, for Python numbers."""
+
+    minimum = staticmethod(min)
+    maximum = staticmethod(max)
+
+
+def _interval_rules(python: bool) -> dict[str, Callable[..., tuple[Any, Any]]]:
+    m: Any = _PyMath if python else np
+    fdiv = _py_floordiv if python else _vfloordiv_pos
+    cdiv = _py_ceildiv if python else _vceildiv_pos
+    tdiv = _py_truediv if python else _vtruediv_pos
+
+    def b_and(x: Any, y: Any) -> Any:
+        return (x and y) if python else np.logical_and(x, y)
+
+    def b_or(x: Any, y: Any) -> Any:
+        return (x or y) if python else np.logical_or(x, y)
+
+    def b_not(x: Any) -> Any:
+        return (not x) if python else np.logical_not(x)
+
+    def sel(c: Any, x: Any, y: Any) -> Any:
+        return (x if c else y) if python else np.where(c, x, y)
+
+    def eq_lo(alo: Any, ahi: Any, blo: Any, bhi: Any) -> Any:
+        return b_and(b_and(alo == ahi, blo == bhi), alo == blo)
+
+    def eq_hi(alo: Any, ahi: Any, blo: Any, bhi: Any) -> Any:
+        return b_and(alo <= bhi, blo <= ahi)
+
+    return {
+        "add": lambda alo, ahi, blo, bhi: (alo + blo, ahi + bhi),
+        "sub": lambda alo, ahi, blo, bhi: (alo - bhi, ahi - blo),
+        "neg": lambda alo, ahi: (-ahi, -alo),
+        "mul": lambda alo, ahi, blo, bhi: _imul(alo, ahi, blo, bhi, m),
+        "floordiv": lambda alo, ahi, blo, bhi: _idiv(alo, ahi, blo, bhi, m, fdiv),
+        "ceildiv": lambda alo, ahi, blo, bhi: _idiv(alo, ahi, blo, bhi, m, cdiv),
+        "truediv": lambda alo, ahi, blo, bhi: _idiv(alo, ahi, blo, bhi, m, tdiv),
+        "min": lambda alo, ahi, blo, bhi: (m.minimum(alo, blo), m.minimum(ahi, bhi)),
+        "max": lambda alo, ahi, blo, bhi: (m.maximum(alo, blo), m.maximum(ahi, bhi)),
+        "lt": lambda alo, ahi, blo, bhi: (ahi < blo, alo < bhi),
+        "le": lambda alo, ahi, blo, bhi: (ahi <= blo, alo <= bhi),
+        "eq": lambda alo, ahi, blo, bhi: (eq_lo(alo, ahi, blo, bhi), eq_hi(alo, ahi, blo, bhi)),
+        "ne": lambda alo, ahi, blo, bhi: (b_not(eq_hi(alo, ahi, blo, bhi)), b_not(eq_lo(alo, ahi, blo, bhi))),
+        "and": lambda alo, ahi, blo, bhi: (b_and(alo, blo), b_and(ahi, bhi)),
+        "or": lambda alo, ahi, blo, bhi: (b_or(alo, blo), b_or(ahi, bhi)),
+        "not": lambda alo, ahi: (b_not(ahi), b_not(alo)),
+        "where": lambda clo, chi, alo, ahi, blo, bhi: (
+            sel(clo, alo, sel(b_not(chi), blo, m.minimum(alo, blo))),
+            sel(clo, ahi, sel(b_not(chi), bhi, m.maximum(ahi, bhi))),
+        ),
+    }
+
+
+def compile_interval(
+    roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None = None, python: bool = False
+) -> Callable[..., tuple[tuple[Any, Any], ...]]:
+    """A function ``(lo, hi) -> tuple of (lo, hi)`` giving sound bounds of each root over boxes.
+
+    ``lo`` and ``hi`` map variable names to arrays (one entry per box) or scalars. Bounds are exact
+    at the corners for monotone terms and sound always: every value at a point in the box lies inside.
+    Booleans are bounded by ``(definitely true, possibly true)``. ``box`` (global variable bounds)
+    selects float64 for nodes that may leave int64. ``python=True`` evaluates Python numbers exactly.
+    """
+    order = topological(roots)
+    rules = _interval_rules(python)
+    wide = _dtype_plan(roots, box) if not python else set()
+    const_cache: dict[int, Any] = {}
+    for node in order:
+        if node.op == "const":
+            const_cache[id(node)] = float(node.payload) if id(node) in wide else node.payload
+    plan = [
+        (id(node), node.op, node.payload, node.sort, tuple(id(a) for a in node.args), id(node) in wide)
+        for node in order
+    ]
+    root_ids = [id(r) for r in roots]
+
+    def evaluate(lo: Mapping[str, Any], hi: Mapping[str, Any], out: dict[int, Any] | None = None) -> Any:
+        b: dict[int, tuple[Any, Any]] = {} if out is None else out
+        for nid, op, payload, sort, arg_ids, is_wide in plan:
+            if op == "var":
+                name = payload[0]
+                vlo, vhi = lo[name], hi[name]
+                if not python:
+                    dt = np.float64 if (is_wide or sort == "real") else np.int64
+                    if sort == "bool":
+                        dt = np.bool_
+                    vlo, vhi = np.asarray(vlo, dtype=dt), np.asarray(vhi, dtype=dt)
+                b[nid] = (vlo, vhi)
+            elif op == "const":
+                v = const_cache[nid]
+                b[nid] = (v, v)
+            else:
+                flat: list[Any] = []
+                for aid in arg_ids:
+                    flat.extend(b[aid])
+                if is_wide:
+                    flat = [np.asarray(x, dtype=np.float64) for x in flat]
+                b[nid] = rules[op](*flat)
+        return tuple(b[r] for r in root_ids)
+
+    return evaluate
+
+
+# ------------------------------------------------------------------------------------------------
+# Z3 lowering
+
+
+def to_z3(expr: Expr, z3vars: Mapping[str, Any], cache: dict[int, Any] | None = None) -> Any:
+    """Lower ``expr`` to a Z3 term over ``z3vars`` (name -> z3 Int/Real/Bool); ``cache`` is per-node."""
+    import z3
+
+    memo: dict[int, Any] = {} if cache is None else cache
+    for node in topological([expr]):
+        if id(node) in memo:
+            continue
+        op = node.op
+        if op == "var":
+            term = z3vars[node.name]
+        elif op == "const":
+            v = node.payload
+            if node.sort == "bool":
+                term = z3.BoolVal(v)
+            elif node.sort == "int":
+                term = z3.IntVal(v)
+            else:
+                term = z3.RealVal(v)
+        else:
+            a = [memo[id(x)] for x in node.args]
+            if node.sort == "real" and op in _ARITH:
+                a = [z3.ToReal(x) if z3.is_int(x) else x for x in a]
+            elif op in _COMPARE and any(z3.is_real(x) for x in a):
+                a = [z3.ToReal(x) if z3.is_int(x) else x for x in a]
+            term = _z3_op(z3, op, a)
+        memo[id(node)] = term
+    return memo[id(expr)]
+
+
+def _z3_op(z3: Any, op: str, a: list[Any]) -> Any:
+    if op == "add":
+        return a[0] + a[1]
+    if op == "sub":
+        return a[0] - a[1]
+    if op == "mul":
+        return a[0] * a[1]
+    if op == "neg":
+        return -a[0]
+    if op == "floordiv":
+        return _z3_floordiv(z3, a[0], a[1])
+    if op == "ceildiv":
+        return -_z3_floordiv(z3, -a[0], a[1])
+    if op == "truediv":
+        if z3.is_rational_value(a[1]):
+            return a[0] / a[1] if a[1].as_fraction() != 0 else z3.RealVal(0)
+        return z3.If(a[1] == 0, z3.RealVal(0), a[0] / a[1])
+    if op == "min":
+        return z3.If(a[0] <= a[1], a[0], a[1])
+    if op == "max":
+        return z3.If(a[0] >= a[1], a[0], a[1])
+    if op == "lt":
+        return a[0] < a[1]
+    if op == "le":
+        return a[0] <= a[1]
+    if op == "eq":
+        return a[0] == a[1]
+    if op == "ne":
+        return a[0] != a[1]
+    if op == "and":
+        return z3.And(a[0], a[1])
+    if op == "or":
+        return z3.Or(a[0], a[1])
+    if op == "not":
+        return z3.Not(a[0])
+    if op == "where":
+        return z3.If(a[0], a[1], a[2])
+    raise AssertionError(op)
+
+
+def _z3_floordiv(z3: Any, a: Any, b: Any) -> Any:
+    """Python floor division (``x // 0 == 0``); Z3's ``div`` floors only for positive divisors."""
+    if z3.is_int_value(b):
+        bv = b.as_long()
+        if bv > 0:
+            return a / b
+        if bv == 0:
+            return z3.IntVal(0)
+        return (-a) / (-b)
+    return z3.If(b > 0, a / b, z3.If(b < 0, (-a) / (-b), z3.IntVal(0)))
