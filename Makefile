@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# A pinned CPU build (this machine serves torch==2.13.0+cpu from local disk; a bare `torch` can pull CUDA).
+TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench clean
@@ -9,6 +11,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q '$(TORCH)'
 	$(BIN)/pip install -q -e '.[optuna,nni,dev]'
 	touch $(STAMP)
 
