@@ -1,0 +1,968 @@
+"""Problem = Space + constraints (+ named costs): the object every dnnsat operation takes."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import logging
+import math
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .expr import Expr, as_expr, compile_interval, compile_scalar, compile_vectorized, interval
+from .solver._boxes import Domain
+from .solver._engine import Engine, index_distance, interval_bound
+from .space import Space, SpaceError
+
+__all__ = [
+    "Problem",
+    "Constraint",
+    "Violation",
+    "Verdict",
+    "Estimate",
+    "Explanation",
+    "Optimum",
+    "InfeasibleSpaceError",
+    "OpaqueConstraintWarning",
+]
+
+logger = logging.getLogger("dnnsat.problem")
+
+
+class InfeasibleSpaceError(RuntimeError):
+    """No configuration satisfies the constraints; ``core`` names constraints that conflict."""
+
+    def __init__(self, message: str, core: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.core = list(core or [])
+
+
+class OpaqueConstraintWarning(UserWarning):
+    """A Python predicate constraint: checked per configuration only, never used for pruning bounds."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A named requirement. ``lhs sense limit`` when it is a comparison with a constant."""
+
+    name: str
+    expr: Expr | None
+    lhs: Expr | None = None
+    sense: str | None = None  # "<=", "<", ">=", ">", "==" or None
+    limit: float | None = None
+    predicate: Callable[[dict[str, Any]], bool] | None = None
+
+    @property
+    def opaque(self) -> bool:
+        return self.predicate is not None
+
+    def __str__(self) -> str:
+        if self.expr is None:
+            return f"{self.name}: <python predicate>"
+        return f"{self.name}: {self.expr}"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A violated constraint: ``value`` (of its left-hand side) against ``limit``, over by ``excess``."""
+
+    name: str
+    value: float | None
+    limit: float | None
+    excess: float | None
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return f"{self.name} is violated"
+        rel = f" ({self.excess / abs(self.limit):+.1%})" if self.limit else ""
+        return f"{self.name} = {_fmt(self.value)} exceeds the limit {_fmt(self.limit)} by {_fmt(self.excess)}{rel}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    feasible: bool
+    violations: list[Violation]
+    costs: dict[str, float]
+
+    def __bool__(self) -> bool:
+        return self.feasible
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimated count with a 95 % confidence interval (``low == high == value`` when exact)."""
+
+    value: float
+    low: float
+    high: float
+    exact: bool = False
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a config is infeasible: ``core`` alone admits no feasible completion."""
+
+    core: dict[str, Any]
+    constraints: list[str]
+    sentence: str
+
+    def __str__(self) -> str:
+        return self.sentence
+
+
+@dataclass(frozen=True)
+class Optimum:
+    config: dict[str, Any]
+    value: float
+    proven: bool = True
+
+
+@dataclass
+class _Compiled:
+    domain: Domain
+    engine: Engine
+    scalar: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # constraints then costs then lhs
+    n_constraints: int
+    vector: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None
+    lhs_slots: list[int | None] = field(default_factory=list)
+    #: fast path of single checks (spaces without conditions): user value -> encoded value per param
+    tables: dict[str, dict[Any, Any]] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    needed: set[str] = field(default_factory=set)
+
+
+def _split_comparison(expr: Expr) -> tuple[Expr | None, str | None, float | None]:
+    """``lhs <= c`` style constraints: (lhs, sense, limit); else (None, None, None)."""
+    flip = {"<=": ">=", "<": ">", "==": "=="}
+    sense = {"le": "<=", "lt": "<", "eq": "=="}.get(expr.op)
+    if sense is None:
+        return None, None, None
+    a, b = expr.args
+    if b.is_const and not a.is_const:
+        return a, sense, float(b.value)
+    if a.is_const and not b.is_const:
+        return b, flip[sense], float(a.value)
+    return None, None, None
+
+
+class Problem:
+    """A search space with constraints and named costs.
+
+    Constraints are boolean :class:`~dnnsat.expr.Expr` over ``space.vars`` (exact, used for pruning)
+    or Python predicates over a config dict (opaque: checked per configuration only). With ``model``
+    (a function of ``space.vars`` returning a symbolic network) and ``budget``, the network's costs and
+    validity rules are added automatically. Every operation is exact unless its name says estimate,
+    and deterministic for a given seed.
+    """
+
+    def __init__(self, space: Space, model: Callable[..., Any] | None = None, budget: Any = None) -> None:
+        if not isinstance(space, Space):
+            raise TypeError(f"Problem takes a dnnsat.Space, got {type(space).__name__}")
+        self.space = space
+        self.constraints: list[Constraint] = []
+        self.cost_exprs: dict[str, Expr] = {}
+        self._compiled: _Compiled | None = None
+        self.network: Any = None
+        if model is not None or budget is not None:
+            from .cost import attach
+
+            attach(self, model, budget)
+
+    # -- building ---------------------------------------------------------------------------------
+    def require(self, constraint: Any, name: str | None = None) -> Problem:
+        """Add a constraint: a boolean expression (``2 * v.b * v.w <= 1e9``) or a predicate ``f(config)``.
+
+        Returns the problem, so calls chain. Names must be unique (default ``c0``, ``c1``, ...).
+        """
+        name = name or f"c{len(self.constraints)}"
+        if any(c.name == name for c in self.constraints):
+            raise ValueError(f"a constraint named {name!r} exists already; pass another name=")
+        if callable(constraint) and not isinstance(constraint, Expr):
+            warnings.warn(
+                f"constraint {name!r} is a Python predicate: dnnsat checks it per configuration but cannot "
+                "use it to prune ranges; write it as an expression over space.vars for full speed",
+                OpaqueConstraintWarning,
+                stacklevel=2,
+            )
+            self.constraints.append(Constraint(name, None, predicate=constraint))
+        else:
+            if isinstance(constraint, bool | np.bool_):
+                constraint = as_expr(bool(constraint))
+            if not isinstance(constraint, Expr) or constraint.sort != "bool":
+                raise TypeError(
+                    f"constraint {name!r} must be a boolean expression such as `v.width * v.depth <= 4096` "
+                    f"or a predicate function, got {constraint!r}"
+                )
+            unknown = constraint.variables() - set(self.space)
+            if unknown:
+                raise SpaceError(f"constraint {name!r} uses {sorted(unknown)}, which are not parameters of the space")
+            lhs, sense, limit = _split_comparison(constraint)
+            if limit is not None and not math.isfinite(limit):
+                raise ValueError(f"constraint {name!r}: the limit must be finite, got {limit}")
+            self.constraints.append(Constraint(name, constraint, lhs, sense, limit))
+        self._compiled = None
+        return self
+
+    def add_cost(self, name: str, expr: Any) -> Problem:
+        """Register a named cost expression reported by :meth:`costs` and :meth:`check`."""
+        expr = as_expr(expr)
+        unknown = expr.variables() - set(self.space)
+        if unknown:
+            raise SpaceError(f"cost {name!r} uses {sorted(unknown)}, which are not parameters of the space")
+        self.cost_exprs[name] = expr
+        self._compiled = None
+        return self
+
+    def fingerprint(self) -> str:
+        """A stable digest of the space and the constraints (cache key across processes)."""
+        h = hashlib.sha256(repr(self.space).encode())
+        for c in self.constraints:
+            h.update(f"|{c.name}:{c.expr if c.expr is not None else getattr(c.predicate, '__qualname__', '?')}".encode())
+        return h.hexdigest()[:32]
+
+    # -- compilation --------------------------------------------------------------------------------
+    def _c(self) -> _Compiled:
+        if self._compiled is None:
+            self._compiled = self._compile()
+        return self._compiled
+
+    def _compile(self) -> _Compiled:
+        symbolic = [c for c in self.constraints if c.expr is not None]
+        exprs = [c.expr for c in symbolic if c.expr is not None]
+        relevant = set().union(*(e.variables() for e in exprs)) if exprs else set()
+        domain = Domain(self.space, relevant)
+        opaque = [c for c in self.constraints if c.predicate is not None]
+        predicate = self._point_predicate(domain, opaque) if opaque else None
+        engine = Engine(domain, exprs, predicate)
+        lhs_exprs: list[Expr] = []
+        lhs_slots: list[int | None] = []
+        for c in self.constraints:
+            if c.lhs is not None:
+                lhs_slots.append(len(exprs) + len(self.cost_exprs) + len(lhs_exprs))
+                lhs_exprs.append(c.lhs)
+            else:
+                lhs_slots.append(None)
+        roots = exprs + list(self.cost_exprs.values()) + lhs_exprs
+        scalar = compile_scalar(roots) if roots else (lambda env: ())
+        vector = compile_vectorized(exprs, box=engine._box) if exprs else None
+        compiled = _Compiled(domain, engine, scalar, len(exprs), vector, lhs_slots)
+        compiled.needed = set(domain.names) | set(domain.continuous) | set(domain.free)
+        if not any(self.space[n].condition for n in self.space) and all(
+            self.space[n].is_finite or n not in compiled.needed for n in self.space
+        ):
+            compiled.tables = {
+                n: {v: self.space[n].encode(v) for v in self.space[n].values()}
+                for n in self.space
+                if self.space[n].is_finite
+            }
+            compiled.defaults = {
+                n: float(self.space[n].low) for n in self.space if not self.space[n].is_finite  # type: ignore[attr-defined]
+            }
+        return compiled
+
+    def _point_predicate(self, domain: Domain, opaque: list[Constraint]) -> Callable[[np.ndarray], np.ndarray]:
+        def test(points: np.ndarray) -> np.ndarray:
+            out = np.ones(len(points), dtype=bool)
+            for i, p in enumerate(points):
+                config = domain.decode_point(p)
+                config.update(self._free_defaults(domain))
+                out[i] = all(bool(c.predicate(config)) for c in opaque if c.predicate is not None)
+            return out
+
+        return test
+
+    def _free_defaults(self, domain: Domain) -> dict[str, Any]:
+        return {n: self.space[n].values()[0] for n in domain.free}
+
+    # -- single configurations ------------------------------------------------------------------------
+    def _env(self, config: Mapping[str, Any], partial: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(validated user config, encoded env with inactive params at their first value)."""
+        comp = self._c()
+        if comp.tables is not None and isinstance(config, dict):
+            env = dict(comp.defaults)
+            tables = comp.tables
+            try:
+                for name, value in config.items():
+                    env[name] = tables[name][value]
+            except (KeyError, TypeError):
+                pass  # unknown name, continuous or out-of-domain value: the full path explains it
+            else:
+                if partial or comp.needed <= config.keys():
+                    return config, env
+        return self._env_checked(config, partial)
+
+    def _env_checked(self, config: Mapping[str, Any], partial: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+        cfg = self.space.validate(config, partial=True)
+        if not partial:
+            needed = self._c().needed
+            missing = [n for n in self.space if n in needed and n not in cfg and self.space.is_active(n, cfg)]
+            if missing:
+                raise SpaceError(f"configuration is missing active parameter(s) {missing}")
+        env: dict[str, Any] = {}
+        for name in self.space:
+            p = self.space[name]
+            if name in cfg and self.space.is_active(name, cfg):
+                env[name] = p.encode(cfg[name])
+            elif p.is_finite:
+                env[name] = p.encoded()[0].item()
+            else:
+                env[name] = float(p.low)  # type: ignore[attr-defined]
+        return cfg, env
+
+    def _evaluate(self, config: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        cfg, env = self._env(config)
+        return cfg, self._c().scalar(env)
+
+    def costs(self, config: Mapping[str, Any]) -> dict[str, float]:
+        """Named cost values of a configuration (``params``, ``flops``, ... when a model is given)."""
+        _, vals = self._evaluate(config)
+        n = self._c().n_constraints
+        return {k: vals[n + i] for i, k in enumerate(self.cost_exprs)}
+
+    def check(self, config: Mapping[str, Any]) -> Verdict:
+        """Exact verdict on one full configuration, with every violation and the costs."""
+        cfg, vals = self._evaluate(config)
+        comp = self._c()
+        violations = []
+        k = 0
+        for c, slot in zip(self.constraints, comp.lhs_slots):
+            if c.predicate is not None:
+                ok = bool(c.predicate(dict(cfg)))
+            else:
+                ok = bool(vals[k])
+                k += 1
+            if not ok:
+                violations.append(self._violation(c, vals[slot] if slot is not None else None))
+        n = comp.n_constraints
+        costs = {name: vals[n + i] for i, name in enumerate(self.cost_exprs)}
+        return Verdict(not violations, violations, costs)
+
+    @staticmethod
+    def _violation(c: Constraint, value: Any) -> Violation:
+        if value is None or c.limit is None:
+            return Violation(c.name, None, c.limit, None)
+        excess = value - c.limit if c.sense in ("<=", "<", "==") else c.limit - value
+        if c.sense == "==":
+            excess = abs(excess)
+        return Violation(c.name, value, c.limit, excess)
+
+    def constraint_values(self, config: Mapping[str, Any]) -> dict[str, float]:
+        """One normalised value per constraint, ``<= 0`` when satisfied (Optuna's convention).
+
+        Comparisons give ``(lhs - limit) / max(|limit|, 1)`` (sign flipped for ``>=``; strict integer
+        comparisons use ``limit -/+ 1``); other constraints give ``0.0`` (satisfied) or ``1.0``.
+        """
+        cfg, vals = self._evaluate(config)
+        comp = self._c()
+        out: dict[str, float] = {}
+        k = 0
+        for c, slot in zip(self.constraints, comp.lhs_slots):
+            if c.predicate is not None:
+                out[c.name] = 0.0 if c.predicate(dict(cfg)) else 1.0
+                continue
+            ok = bool(vals[k])
+            k += 1
+            if slot is None or c.limit is None or c.sense == "==":
+                out[c.name] = 0.0 if ok else 1.0
+                continue
+            lhs, limit = float(vals[slot]), c.limit
+            scale = max(abs(limit), 1.0)
+            if c.sense in ("<", ">"):
+                eps = 1.0 if (c.lhs is not None and c.lhs.sort == "int" and float(limit).is_integer()) else 1e-12 * scale
+                limit = limit - eps if c.sense == "<" else limit + eps
+            v = (lhs - limit) / scale if c.sense in ("<=", "<") else (limit - lhs) / scale
+            out[c.name] = min(v, 0.0) if ok else max(v, 1e-12)
+        return out
+
+    def check_batch(self, columns: Mapping[str, Any]) -> np.ndarray:
+        """Feasibility of many configurations given as columns ``{name: array of values}``.
+
+        Values are user values (strings for categorical labels are mapped to their indices).
+        Opaque predicates are evaluated row by row.
+        """
+        comp = self._c()
+        env: dict[str, Any] = {}
+        n = None
+        for name, col in columns.items():
+            if name not in self.space:
+                raise SpaceError(f"unknown parameter {name!r} in columns; parameters: {list(self.space)}")
+            arr = np.asarray(col)
+            n = len(arr) if n is None else n
+            if len(arr) != n:
+                raise ValueError(f"column {name!r} has {len(arr)} rows, expected {n}")
+            p = self.space[name]
+            if p.labels is not None:
+                lookup = {v: i for i, v in enumerate(p.labels)}
+                try:
+                    arr = np.array([lookup[x.item() if hasattr(x, "item") else x] for x in arr], dtype=np.int64)
+                except KeyError as err:
+                    raise SpaceError(f"parameter {name!r}: {err.args[0]!r} is not a choice of {list(p.labels)}") from None
+            env[name] = arr
+        if n is None:
+            raise ValueError("check_batch needs at least one column")
+        needed = comp.domain.names + list(comp.domain.continuous)
+        missing = [m for m in needed if m not in env and not self.space[m].condition]
+        if missing:
+            raise SpaceError(f"check_batch: missing column(s) {missing}")
+        for m in needed:
+            if m not in env:
+                env[m] = np.full(n, self.space[m].encoded()[0])
+        ok = np.ones(n, dtype=bool)
+        if comp.vector is not None:
+            for v in comp.vector(env):
+                ok &= np.broadcast_to(v, (n,))
+        opaque = [c for c in self.constraints if c.predicate is not None]
+        if opaque:
+            names = list(columns)
+            for i in np.flatnonzero(ok):
+                row = {k: _py(np.asarray(columns[k])[i]) for k in names}
+                ok[i] = all(bool(c.predicate(row)) for c in opaque if c.predicate is not None)
+        return ok
+
+    # -- searching ----------------------------------------------------------------------------------
+    def _fixed_box(self, given: Mapping[str, Any] | None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """Boxes fixing the ``given`` values; a given conditional parameter must be active, so its
+        unfixed parents are restricted to activating values (one box per combination)."""
+        comp = self._c()
+        dom = comp.domain
+        cfg = self.space.validate(dict(given or {}), partial=True)
+        fixed = dom.encode_config(cfg)
+        allowed: dict[str, set[int]] = {}
+        todo = [n for n in cfg if self.space[n].condition]
+        while todo:
+            child = todo.pop()
+            for parent, values in (self.space[child].condition or {}).items():
+                idx = {int(np.searchsorted(dom.values[dom.index[parent]], self.space[parent].encode(v))) for v in values}
+                if parent not in allowed:
+                    todo.append(parent)
+                allowed[parent] = allowed.get(parent, idx) & idx
+        lo, hi = dom.box_with(fixed)
+        for parent, idx in allowed.items():
+            if parent in fixed and fixed[parent] not in idx:
+                return lo[:0], hi[:0], cfg
+        free = [(dom.index[p], sorted(idx)) for p, idx in allowed.items() if p not in fixed]
+        if free:
+            combos = list(itertools.product(*(idx for _, idx in free)))
+            lo, hi = np.repeat(lo, len(combos), axis=0), np.repeat(hi, len(combos), axis=0)
+            for j, (d, _) in enumerate(free):
+                lo[:, d] = hi[:, d] = [c[j] for c in combos]
+        return lo, hi, cfg
+
+    def _exists_any(self, lo: np.ndarray, hi: np.ndarray) -> bool:
+        return bool(len(lo)) and bool((self._c().engine.exists(lo, hi)[0] != 0).any())
+
+    def feasible_values(self, name: str, given: Mapping[str, Any] | None = None) -> list[Any]:
+        """Values of ``name`` that extend ``given`` to at least one feasible configuration.
+
+        Sound and complete for finite parameters (forward checking); a continuous Float returns its
+        ``[low, high]`` when some value works. Values come in the parameter's own order.
+        """
+        p = self.space[name]
+        comp = self._c()
+        given = {k: v for k, v in (given or {}).items() if k != name}
+        lo, hi, cfg = self._fixed_box(given)
+        d = comp.domain.index.get(name)
+        if d is None:
+            # not constrained: every value works if anything does
+            if not self._exists_any(lo, hi):
+                return []
+            return list(p.values()) if p.is_finite else [p.bounds()[0], p.bounds()[1]]
+        n, m = int(comp.domain.sizes[d]), len(lo)
+        los, his = np.tile(lo, (n, 1)), np.tile(hi, (n, 1))
+        values_idx = np.repeat(np.arange(n), m)
+        pinned = los[:, d] == his[:, d]
+        los[:, d] = his[:, d] = values_idx
+        # a box that pinned `name` to an activating value only admits that value
+        conflict = pinned & (lo[np.tile(np.arange(m), n), d] != values_idx) if m else pinned
+        status, _ = comp.engine.exists(los, his)
+        status = np.where(conflict, 0, status)
+        vals = comp.domain.values[d]
+        ok = {vals[j].item() for j in set(values_idx[status != 0].tolist())}
+        return [v for v in p.values() if p.encode(v) in ok]
+
+    def prune(self) -> Space:
+        """A reduced space: every value that occurs in some feasible configuration, nothing else.
+
+        Finite parameters keep their kind where the feasible values stay a contiguous run of the grid
+        and become ``Categorical`` otherwise; unconstrained and continuous parameters are kept.
+        Raises :class:`InfeasibleSpaceError` when nothing is feasible.
+        """
+        from .space import Categorical, Float, Int
+
+        comp = self._c()
+        dom = comp.domain
+        if dom.ndim == 0:
+            if self.is_empty():
+                self._raise_empty()
+            return self.space
+        roots_lo, roots_hi, owner = [], [], []
+        base_lo, base_hi = dom.root()
+        for d in range(dom.ndim):
+            n = int(dom.sizes[d])
+            lo, hi = np.repeat(base_lo, n, axis=0), np.repeat(base_hi, n, axis=0)
+            lo[:, d] = hi[:, d] = np.arange(n)
+            roots_lo.append(lo)
+            roots_hi.append(hi)
+            owner.extend((d, j) for j in range(n))
+        status, _ = comp.engine.exists(np.concatenate(roots_lo), np.concatenate(roots_hi))
+        keep: dict[int, list[int]] = {d: [] for d in range(dom.ndim)}
+        for (d, j), s in zip(owner, status):
+            if s != 0:
+                keep[d].append(j)
+        if not any(keep.values()) or any(not v for v in keep.values()):
+            self._raise_empty()
+        params: dict[str, Any] = {}
+        kept_values = {
+            name: {dom.values[d][j].item() for j in keep[d]} for name, d in dom.index.items()
+        }
+        for name in self.space.conditional_order:
+            p = self.space[name]
+            cond = None
+            if p.condition:
+                cond = {
+                    parent: [v for v in values if self.space[parent].encode(v) in kept_values[parent]]
+                    for parent, values in p.condition.items()
+                }
+                if any(not vals or parent not in params for parent, vals in cond.items()):
+                    continue  # never active in a feasible configuration
+            d = dom.index.get(name)
+            if d is None or len(keep[d]) == len(dom.values[d]):
+                params[name] = dataclasses.replace(p, condition=cond) if cond else p
+                continue
+            idx = keep[d]
+            users = [p.decode(dom.values[d][j].item()) for j in idx]
+            contiguous = idx == list(range(idx[0], idx[-1] + 1))
+            if isinstance(p, Int) and contiguous:
+                params[name] = Int(users[0], users[-1], step=p.step, log=p.log, condition=cond)
+            elif isinstance(p, Float) and contiguous and p.step is not None:
+                params[name] = Float(users[0], users[-1], step=p.step, condition=cond)
+            else:
+                order = [c for c in (p.choices if isinstance(p, Categorical) else users) if c in users]
+                params[name] = Categorical(order, condition=cond)
+        return Space({n: params[n] for n in self.space if n in params})
+
+    def _raise_empty(self) -> None:
+        core = self.unsat_core()
+        raise InfeasibleSpaceError(
+            f"no configuration satisfies the constraints; conflicting: {', '.join(core) or '(all)'}", core
+        )
+
+    def is_empty(self) -> bool:
+        """True when no configuration is feasible (see :meth:`unsat_core` for the proof)."""
+        comp = self._c()
+        lo, hi = comp.domain.root()
+        status, _ = comp.engine.exists(lo, hi)
+        return bool(status[0] == 0)
+
+    def unsat_core(self) -> list[str]:
+        """A minimal set of constraint names that together admit no configuration ([] when feasible)."""
+        comp = self._c()
+        symbolic = [c for c in self.constraints if c.expr is not None]
+        lo, hi = comp.domain.root()
+        mask = np.ones(len(symbolic), dtype=bool)
+        if comp.engine.exists(lo, hi, mask)[0][0] != 0:
+            if self.is_empty():  # only the opaque predicates conflict
+                return [c.name for c in self.constraints if c.predicate is not None]
+            return []
+        for i in range(len(symbolic)):
+            mask[i] = False
+            if comp.engine.exists(lo, hi, mask)[0][0] != 0:
+                mask[i] = True
+        return [c.name for c, m in zip(symbolic, mask) if m]
+
+    def count(self, progress: bool | None = None) -> int:
+        """Exact number of feasible configurations of the finite parameters.
+
+        Inactive conditional parameters count once; unconstrained finite parameters multiply the
+        count. A progress bar is shown on a terminal when counting takes more than a second.
+        """
+        comp = self._c()
+        total = 0
+        with _progress("counting", progress) as report:
+            for piece in comp.engine.decompose(progress=report):
+                total += int(comp.domain.volume(piece.full_lo, piece.full_hi).sum()) + len(piece.points)
+        return total * comp.domain.free_size
+
+    def estimate_count(self, samples: int = 20_000, seed: int | None = 0, max_boxes: int = 50_000) -> Estimate:
+        """Estimated number of feasible configurations with a 95 % confidence interval.
+
+        Bounds settle most of the space exactly; the undecided rest is estimated by uniform sampling.
+        """
+        comp = self._c()
+        exact = 0
+        rest_lo, rest_hi = [], []
+        for piece in comp.engine.decompose(max_boxes=max_boxes):
+            exact += int(comp.domain.volume(piece.full_lo, piece.full_hi).sum()) + len(piece.points)
+            if len(piece.rest_lo):
+                rest_lo.append(piece.rest_lo)
+                rest_hi.append(piece.rest_hi)
+        f = comp.domain.free_size
+        if not rest_lo:
+            return Estimate(float(exact * f), float(exact * f), float(exact * f), exact=True)
+        lo, hi = np.concatenate(rest_lo), np.concatenate(rest_hi)
+        rng = np.random.default_rng(seed)
+        hits, vol = self._rejection_hits(comp, lo, hi, samples, rng)
+        p = hits / samples
+        z = 1.96
+        denom = 1 + z * z / samples
+        centre = (p + z * z / (2 * samples)) / denom
+        half = z * math.sqrt(p * (1 - p) / samples + z * z / (4 * samples * samples)) / denom
+        return Estimate((exact + vol * p) * f, (exact + vol * max(centre - half, 0.0)) * f, (exact + vol * (centre + half)) * f)
+
+    def _rejection_hits(
+        self, comp: _Compiled, lo: np.ndarray, hi: np.ndarray, n: int, rng: np.random.Generator
+    ) -> tuple[int, float]:
+        """Feasible share of ``n`` points drawn uniformly from the union of the (undecided) boxes."""
+        pts, _ = self._draw(comp, lo, hi, n, rng)
+        ok = comp.engine.feasible_points(pts)
+        # points that are non-canonical (inactive children not at index 0) are not configurations
+        canon = np.all(comp.domain.canonical(pts) == pts, axis=1)
+        return int((ok & canon).sum()), float(comp.domain.volume(lo, hi).sum())
+
+    @staticmethod
+    def _draw(comp: _Compiled, lo: np.ndarray, hi: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        vol = comp.domain.volume(lo, hi).astype(np.float64)
+        which = rng.choice(len(vol), size=n, p=vol / vol.sum())
+        return comp.domain.random_points(lo[which], hi[which], rng), which
+
+    def enumerate(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """Feasible configurations in a deterministic order (unconstrained finite parameters vary last)."""
+        comp = self._c()
+        free = comp.domain.free
+        free_values = [self.space[n].values() for n in free]
+        produced = 0
+        for piece in comp.engine.decompose():
+            for pts in _piece_points(comp.domain, piece):
+                for p in pts:
+                    base = comp.domain.decode_point(p)
+                    for combo in itertools.product(*free_values):
+                        cfg = dict(base)
+                        cfg.update(zip(free, combo))
+                        yield self._ordered(cfg)
+                        produced += 1
+                        if limit is not None and produced >= limit:
+                            return
+
+    def _ordered(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        return {n: cfg[n] for n in self.space if n in cfg}
+
+    def sample(self, n: int, seed: int | None = None, max_boxes: int = 20_000) -> list[dict[str, Any]]:
+        """``n`` feasible configurations drawn uniformly (with replacement) from the feasible finite set.
+
+        Exact uniformity: bounds split the space into surely-feasible boxes, enumerated points and
+        undecided boxes; a box is drawn by volume, a point uniformly inside it, and points from
+        undecided boxes are kept only when feasible (rejection). Continuous parameters that no
+        constraint uses are drawn uniformly (log-uniformly when ``log=True``).
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        comp = self._c()
+        rng = np.random.default_rng(seed)
+        dom = comp.domain
+        full_lo, full_hi, points, rest_lo, rest_hi = [], [], [], [], []
+        for piece in comp.engine.decompose(max_boxes=max_boxes):
+            full_lo.append(piece.full_lo)
+            full_hi.append(piece.full_hi)
+            points.append(piece.points)
+            rest_lo.append(piece.rest_lo)
+            rest_hi.append(piece.rest_hi)
+        empty = np.zeros((0, dom.ndim), dtype=np.int64)
+        flo = np.concatenate(full_lo) if full_lo else empty
+        fhi = np.concatenate(full_hi) if full_hi else empty
+        pts = np.concatenate(points) if points else empty
+        rlo = np.concatenate(rest_lo) if rest_lo else empty
+        rhi = np.concatenate(rest_hi) if rest_hi else empty
+        # one pool of boxes: surely-feasible boxes, single points, undecided boxes
+        lo = np.concatenate([flo, pts, rlo])
+        hi = np.concatenate([fhi, pts, rhi])
+        undecided = np.concatenate([np.zeros(len(flo) + len(pts), dtype=bool), np.ones(len(rlo), dtype=bool)])
+        if not len(lo):
+            self._raise_empty()
+        chosen: list[np.ndarray] = []
+        got = 0
+        attempts = 0
+        while got < n:
+            want = max(2 * (n - got), 64)
+            cand, which = self._draw(comp, lo, hi, want, rng)
+            ok = np.ones(len(cand), dtype=bool)
+            u = undecided[which]
+            if u.any():
+                sub = cand[u]
+                ok_u = comp.engine.feasible_points(sub) & np.all(dom.canonical(sub) == sub, axis=1)
+                ok[np.flatnonzero(u)] = ok_u
+            good = cand[ok][: n - got]
+            chosen.append(good)
+            got += len(good)
+            attempts += want
+            if attempts > 1000 * max(n, 1) + 100_000 and got == 0:
+                self._raise_empty()
+        out = []
+        allp = np.concatenate(chosen) if chosen else empty
+        for p in allp:
+            cfg = dom.decode_point(p)
+            for name in dom.free:
+                vals = self.space[name].values()
+                cfg[name] = vals[int(rng.integers(len(vals)))]
+            for name in self.space:
+                prm = self.space[name]
+                if not prm.is_finite and name not in dom.continuous and self.space.is_active(name, cfg):
+                    cfg[name] = _draw_float(prm, rng)
+            out.append(self._ordered(cfg))
+        return out
+
+    def repair(self, config: Mapping[str, Any], fixed: Iterable[str] = ()) -> dict[str, Any] | None:
+        """A feasible config changing as few parameters as possible, then as little as possible.
+
+        Distance: number of changed search parameters first, then the sum over changed parameters
+        of the index distance divided by the domain length. ``fixed`` names keep their value.
+        Returns the config unchanged when it is feasible and None when no repair exists.
+        """
+        cfg = self.space.validate(config, partial=True)
+        comp = self._c()
+        dom = comp.domain
+        if dom.continuous:
+            raise ValueError(
+                f"repair needs every constrained parameter to be finite; {sorted(dom.continuous)} are continuous"
+            )
+        fixed = set(fixed)
+        unknown = fixed - set(self.space)
+        if unknown:
+            raise SpaceError(f"repair: fixed names {sorted(unknown)} are not parameters of the space")
+        enc = dom.encode_config({k: v for k, v in cfg.items() if self.space.is_active(k, cfg)})
+        origin = dom.canonical(np.array([[enc.get(n, 0) for n in dom.names]], dtype=np.int64))[0]
+        weight = np.array([1.0 if n in enc else 0.0 for n in dom.names])
+        if all(n in cfg or not self.space.is_active(n, cfg) for n in self.space) and self.check(cfg).feasible:
+            return self._ordered(cfg)
+        lo, hi = dom.root()
+        for name in fixed & set(enc):
+            d = dom.index[name]
+            lo[0, d] = hi[0, d] = origin[d]
+        given = [d for d, n in enumerate(dom.names) if n in enc and n not in fixed]
+        best = self._repair_search(comp, lo, hi, origin, weight, given)
+        if best is None:
+            return None
+        out = {k: v for k, v in cfg.items() if k not in dom.index}
+        out.update(dom.decode_point(best))
+        for name in dom.free:
+            out.setdefault(name, self.space[name].values()[0])
+        return self._ordered({k: v for k, v in out.items() if self.space.is_active(k, out)})
+
+    @staticmethod
+    def _repair_search(
+        comp: _Compiled, lo: np.ndarray, hi: np.ndarray, origin: np.ndarray, weight: np.ndarray, given: list[int]
+    ) -> np.ndarray | None:
+        """Fewest changed dims first (all k-subsets as one batch of boxes), then the nearest point."""
+        dom, engine = comp.domain, comp.engine
+        bound, value = index_distance(dom, origin, weight)
+        for k in range(len(given) + 1):
+            if math.comb(len(given), k) > 20_000:
+                break  # too many subsets: one search over everything instead
+            subsets = list(itertools.combinations(given, k))
+            los = np.repeat(lo, len(subsets), axis=0)
+            his = np.repeat(hi, len(subsets), axis=0)
+            for row, sub in enumerate(subsets):
+                pin = [d for d in given if d not in sub]
+                los[row, pin] = his[row, pin] = origin[pin]
+            status, _ = engine.exists(los, his)
+            ok = status == 1
+            if ok.any():
+                best, _, _ = engine.minimize(los[ok], his[ok], bound, value)
+                return best
+            if not (status == -1).any() and k == len(given):
+                return None
+        best, _, _ = engine.minimize(lo, hi, bound, value)
+        return best
+
+    def explain(self, config: Mapping[str, Any]) -> Explanation | None:
+        """A minimal set of the config's assignments that alone admits no feasible completion.
+
+        Returns None when the config is feasible. Dropping any assignment of the core makes it
+        extendable; ``constraints`` lists the constraints the core cannot satisfy.
+        """
+        verdict = self.check(config)
+        if verdict.feasible:
+            return None
+        comp = self._c()
+        dom = comp.domain
+        cfg = self.space.validate(config)
+        enc = dom.encode_config({k: v for k, v in cfg.items() if self.space.is_active(k, cfg)})
+        core = dict(enc)
+        if comp.engine.exists(*dom.box_with(core))[0][0] != 0:
+            # only opaque predicates (or inactive-value effects) reject it: the whole config is the core
+            names = [v.name for v in verdict.violations]
+            return Explanation(dict(cfg), names, f"{_cfg_text(cfg)} violates {', '.join(names)}")
+        for name in sorted(enc, key=lambda n: dom.sizes[dom.index[n]]):
+            trial = {k: v for k, v in core.items() if k != name}
+            if comp.engine.exists(*dom.box_with(trial))[0][0] == 0:
+                core = trial
+        lo, hi = dom.box_with(core)
+        symbolic = [c for c in self.constraints if c.expr is not None]
+        blame = []
+        for i, c in enumerate(symbolic):
+            mask = np.zeros(len(symbolic), dtype=bool)
+            mask[i] = True
+            if comp.engine.exists(lo, hi, mask)[0][0] == 0:
+                blame.append(c)
+        if not blame:
+            blame = [c for c in symbolic if c.name in {v.name for v in verdict.violations}]
+        user_core = {n: cfg[n] for n in self.space if n in core}
+        reasons = []
+        for c in blame:
+            if c.lhs is not None and c.limit is not None:
+                b_lo, b_hi = interval([c.lhs], self._box_bounds(dom, lo, hi))[id(c.lhs)]
+                side = "smallest" if c.sense in ("<=", "<") else "largest"
+                best = b_lo if c.sense in ("<=", "<") else b_hi
+                reasons.append(f"{c.name} {c.sense} {_fmt(c.limit)} (the {side} {c.name} possible is {_fmt(best)})")
+            else:
+                reasons.append(str(c.expr))
+        sentence = (
+            f"{_cfg_text(user_core) or 'the space itself'} alone cannot satisfy "
+            + "; ".join(reasons or [v.name for v in verdict.violations])
+            + ", whatever the other parameters are"
+        )
+        return Explanation(user_core, [c.name for c in blame], sentence)
+
+    def _box_bounds(self, dom: Domain, lo: np.ndarray, hi: np.ndarray) -> dict[str, tuple[Any, Any]]:
+        out: dict[str, tuple[Any, Any]] = {
+            n: (dom.values[d][lo[0, d]].item(), dom.values[d][hi[0, d]].item()) for d, n in enumerate(dom.names)
+        }
+        out.update(dom.continuous)
+        for n in dom.free:
+            out[n] = self.space[n].bounds()
+        return out
+
+    def maximize(self, objective: Any, given: Mapping[str, Any] | None = None) -> Optimum | None:
+        """The feasible config with the largest objective (an expression or a cost name)."""
+        return self._optimize(objective, given, sign=-1.0)
+
+    def minimize(self, objective: Any, given: Mapping[str, Any] | None = None) -> Optimum | None:
+        """The feasible config with the smallest objective (an expression or a cost name)."""
+        return self._optimize(objective, given, sign=1.0)
+
+    def _optimize(self, objective: Any, given: Mapping[str, Any] | None, sign: float) -> Optimum | None:
+        if isinstance(objective, str):
+            if objective in self.cost_exprs:
+                expr = self.cost_exprs[objective]
+            elif objective in self.space:
+                expr = self.space.vars[objective]
+            else:
+                raise ValueError(
+                    f"unknown objective {objective!r}: use a cost name {list(self.cost_exprs)}, a parameter "
+                    "name or an expression"
+                )
+        else:
+            expr = as_expr(objective)
+        if expr.sort == "bool":
+            raise TypeError("the objective must be numeric, not a condition")
+        comp = self._c()
+        dom = comp.domain
+        outside = expr.variables() - set(dom.names)
+        if outside:
+            raise ValueError(
+                f"the objective uses {sorted(outside)}, which no constraint uses; optimise over constrained "
+                "parameters, or add the parameter to a constraint"
+            )
+        lo, hi, cfg = self._fixed_box(given)
+        box = comp.engine._box
+        f_int = compile_interval([expr], box=box)
+        f_vec = compile_vectorized([expr], box=box)
+        bounds = interval_bound(comp.engine, f_int)
+
+        def lower(blo: np.ndarray, bhi: np.ndarray) -> np.ndarray:
+            a, b = bounds(blo, bhi)
+            return sign * a if sign > 0 else sign * b
+
+        def value(points: np.ndarray) -> np.ndarray:
+            cols, _ = dom.value_columns(points)
+            (v,) = f_vec(cols)
+            return sign * np.broadcast_to(np.asarray(v, dtype=np.float64), (len(points),))
+
+        best, val, proven = comp.engine.minimize(lo, hi, lower, value)
+        if best is None:
+            return None
+        config = dom.decode_point(best)
+        config.update({k: v for k, v in cfg.items() if k not in config})
+        for name in dom.free:
+            config.setdefault(name, self.space[name].values()[0])
+        return Optimum(self._ordered(config), sign * val, proven)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _piece_points(domain: Domain, piece: Any) -> Iterator[np.ndarray]:
+    if len(piece.full_lo):
+        for i in range(len(piece.full_lo)):
+            pts, _ = domain.points(piece.full_lo[i : i + 1], piece.full_hi[i : i + 1])
+            yield pts
+    if len(piece.points):
+        yield piece.points
+
+
+def _draw_float(p: Any, rng: np.random.Generator) -> float:
+    if p.log:
+        return float(math.exp(rng.uniform(math.log(p.low), math.log(p.high))))
+    return float(rng.uniform(p.low, p.high))
+
+
+def _py(x: Any) -> Any:
+    return x.item() if hasattr(x, "item") else x
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "?"
+    if isinstance(x, float) and x.is_integer():
+        x = int(x)
+    if isinstance(x, int) and abs(x) >= 10_000:
+        return f"{x:.3g}"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _cfg_text(cfg: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in cfg.items())
+
+
+class _progress:
+    """A rich progress bar shown only when work runs past a second on a terminal (or when forced)."""
+
+    def __init__(self, label: str, enabled: bool | None) -> None:
+        self.label = label
+        self.enabled = enabled
+        self._bar: Any = None
+        self._task: Any = None
+        self._start = 0.0
+
+    def __enter__(self) -> Callable[[float], None]:
+        import sys
+        import time
+
+        self._start = time.perf_counter()
+        show = self.enabled if self.enabled is not None else sys.stderr.isatty()
+
+        def report(fraction: float) -> None:
+            if not show:
+                return
+            if self._bar is None:
+                if time.perf_counter() - self._start < 1.0 and fraction < 1.0:
+                    return
+                from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+                self._bar = Progress(TextColumn(self.label), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
+                                     TimeElapsedColumn(), transient=True)
+                self._bar.start()
+                self._task = self._bar.add_task(self.label, total=1.0)
+            self._bar.update(self._task, completed=fraction)
+
+        return report
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.stop()

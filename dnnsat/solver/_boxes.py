@@ -1,0 +1,221 @@
+"""The finite domain of a problem and batches of boxes over it.
+
+A *box* fixes, for every search dimension (a finite parameter that matters to some constraint), an
+inclusive range of value indices ``lo..hi`` into that parameter's ascending encoded values. Boxes are
+handled in batches: two ``int64`` arrays ``lo``/``hi`` of shape ``(boxes, dims)``.
+
+Conditional parameters take their first encoded value while inactive; :meth:`Domain.normalize`
+collapses such dimensions and flags boxes whose activity is not yet decided by their parents' ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..space import Space, SpaceError
+
+__all__ = ["Domain", "Normalized"]
+
+
+@dataclass
+class Normalized:
+    """Result of :meth:`Domain.normalize`: ``split_dim`` is a parent to split first (``-1`` if none)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    undecided: np.ndarray  # bool per box: some condition is neither surely active nor surely inactive
+    split_dim: np.ndarray  # int per box
+
+
+class Domain:
+    """Search dimensions of a space: the finite parameters constraints (or conditions) depend on."""
+
+    def __init__(self, space: Space, relevant: set[str]) -> None:
+        self.space = space
+        conditional = {n for n in space if space[n].condition}
+        parents = {p for n in conditional for p in space[n].condition or {}}
+        dims = set(relevant) | conditional | parents
+        for n in dims:
+            if not space[n].is_finite and (n in conditional or n in parents):
+                raise SpaceError(f"parameter {n!r}: conditions need finite parameters; give the Float a step")
+        self.names: list[str] = [n for n in space.conditional_order if n in dims and space[n].is_finite]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.values: list[np.ndarray] = [space[n].encoded() for n in self.names]
+        self.sizes = np.array([len(v) for v in self.values], dtype=np.int64)
+        self.continuous: dict[str, tuple[float, float]] = {
+            n: space[n].bounds() for n in space if n in dims and not space[n].is_finite
+        }
+        #: finite parameters outside the search: any value goes, they only multiply counts
+        self.free: list[str] = [n for n in space if n not in dims and space[n].is_finite]
+        self.free_size = int(np.prod([len(space[n].encoded()) for n in self.free], dtype=object))
+        self.conditions: list[tuple[int, list[tuple[int, np.ndarray]]]] = []
+        for n in self.names:
+            cond = space[n].condition
+            if not cond:
+                continue
+            terms = []
+            for parent, values in cond.items():
+                p = space[parent]
+                active = {p.encode(v) for v in values}
+                mask = np.array([x.item() in active for x in p.encoded()])
+                prefix = np.concatenate([[0], np.cumsum(mask)]).astype(np.int64)
+                terms.append((self.index[parent], prefix))
+            self.conditions.append((self.index[n], terms))
+        total = 1
+        for s in self.sizes:
+            total *= int(s)
+        self.total = total  # configurations of the search dimensions, conditions ignored
+
+    @property
+    def ndim(self) -> int:
+        return len(self.names)
+
+    # -- boxes ------------------------------------------------------------------------------------
+    def root(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((1, self.ndim), dtype=np.int64), (self.sizes - 1)[None, :].copy()
+
+    def box_with(self, fixed: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """The root box with some dimensions fixed to an index."""
+        lo, hi = self.root()
+        for name, i in fixed.items():
+            d = self.index[name]
+            lo[0, d] = hi[0, d] = i
+        return lo, hi
+
+    def volume(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Number of points per box (float64 when it could leave int64)."""
+        widths = hi - lo + 1
+        if self.total < 2**62:
+            return np.prod(widths, axis=1, dtype=np.int64)
+        return np.prod(widths.astype(np.float64), axis=1)
+
+    def normalize(self, lo: np.ndarray, hi: np.ndarray) -> Normalized:
+        """Collapse surely-inactive conditional dims to index 0; flag undecided boxes."""
+        m = lo.shape[0]
+        undecided = np.zeros(m, dtype=bool)
+        split_dim = np.full(m, -1, dtype=np.int64)
+        if not self.conditions:
+            return Normalized(lo, hi, undecided, split_dim)
+        lo, hi = lo.copy(), hi.copy()
+        surely = {}  # dim -> (all active, none active) for conditional dims
+        for child, terms in self.conditions:
+            all_act = np.ones(m, dtype=bool)
+            none_act = np.zeros(m, dtype=bool)
+            pick = np.full(m, -1, dtype=np.int64)
+            for parent, prefix in terms:
+                a, b = lo[:, parent], hi[:, parent]
+                cnt = prefix[b + 1] - prefix[a]
+                p_all, p_none = cnt == (b - a + 1), cnt == 0
+                if parent in surely:
+                    pa, pn = surely[parent]
+                    p_all, p_none = p_all & pa, p_none | pn
+                mixed = ~p_all & ~p_none
+                pick = np.where((pick < 0) & mixed, parent, pick)
+                all_act &= p_all
+                none_act |= p_none
+            surely[child] = (all_act, none_act)
+            lo[none_act, child] = 0
+            hi[none_act, child] = 0
+            und = ~all_act & ~none_act
+            # a mixed parent that is itself undecided: split its own deciding parent first
+            split_dim = np.where((split_dim < 0) & und, pick, split_dim)
+            undecided |= und
+        # resolve picks that point at undecided parents to the earliest undecided dim on the chain
+        return Normalized(lo, hi, undecided, split_dim)
+
+    def active_mask(self, idx: np.ndarray) -> np.ndarray:
+        """Boolean ``(points, dims)``: which dims are active at each point (all True without conditions)."""
+        act = np.ones(idx.shape, dtype=bool)
+        for child, terms in self.conditions:
+            a = np.ones(idx.shape[0], dtype=bool)
+            for parent, prefix in terms:
+                hit = (prefix[idx[:, parent] + 1] - prefix[idx[:, parent]]) == 1
+                a &= hit & act[:, parent]
+            act[:, child] = a
+        return act
+
+    def canonical(self, idx: np.ndarray) -> np.ndarray:
+        """Points with inactive conditional dims set to index 0."""
+        if not self.conditions:
+            return idx
+        idx = idx.copy()
+        idx[~self.active_mask(idx)] = 0
+        return idx
+
+    def split(
+        self, lo: np.ndarray, hi: np.ndarray, dim: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Halve each box along ``dim``; returns children ordered (all lower halves, all upper halves)."""
+        rows = np.arange(lo.shape[0])
+        a, b = lo[rows, dim], hi[rows, dim]
+        mid = (a + b) // 2
+        lo1, hi1 = lo.copy(), hi.copy()
+        hi1[rows, dim] = mid
+        lo2, hi2 = lo.copy(), hi.copy()
+        lo2[rows, dim] = mid + 1
+        # interleave so that each parent's lower half comes right before its upper half
+        lo_out = np.empty((2 * len(rows), lo.shape[1]), dtype=np.int64)
+        hi_out = np.empty_like(lo_out)
+        lo_out[0::2], lo_out[1::2] = lo1, lo2
+        hi_out[0::2], hi_out[1::2] = hi1, hi2
+        return lo_out, hi_out
+
+    def widest(self, lo: np.ndarray, hi: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
+        """Per box, the dimension with the most values left (ties: the first)."""
+        width = (hi - lo).astype(np.float64)
+        if weight is not None:
+            width = width * weight
+        return np.argmax(width, axis=1)
+
+    def points(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All points of the boxes, box by box in lexicographic order; returns (points, box of point)."""
+        widths = hi - lo + 1
+        counts = np.prod(widths, axis=1)
+        box = np.repeat(np.arange(lo.shape[0]), counts)
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        local = np.arange(int(counts.sum()), dtype=np.int64) - offsets[box]
+        idx = np.empty((len(box), lo.shape[1]), dtype=np.int64)
+        for d in range(lo.shape[1] - 1, -1, -1):
+            w = widths[box, d]
+            idx[:, d] = lo[box, d] + local % w
+            local //= w
+        return idx, box
+
+    def random_points(self, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One uniform random point per box."""
+        return lo + (rng.random(lo.shape) * (hi - lo + 1)).astype(np.int64)
+
+    # -- values -----------------------------------------------------------------------------------
+    def value_columns(self, lo: np.ndarray, hi: np.ndarray | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Encoded value bounds per variable name for boxes (or points when ``hi`` is None)."""
+        vlo: dict[str, Any] = {}
+        vhi: dict[str, Any] = {}
+        for d, n in enumerate(self.names):
+            vlo[n] = self.values[d][lo[:, d]]
+            vhi[n] = self.values[d][(hi if hi is not None else lo)[:, d]]
+        for n, (a, b) in self.continuous.items():
+            vlo[n], vhi[n] = a, b
+        return vlo, vhi
+
+    def encode_config(self, config: Mapping[str, Any]) -> dict[str, int]:
+        """Index of each search dimension present in an (already validated) user config."""
+        out = {}
+        for n, v in config.items():
+            d = self.index.get(n)
+            if d is not None:
+                enc = self.space[n].encode(v)
+                out[n] = int(np.searchsorted(self.values[d], enc))
+        return out
+
+    def decode_point(self, idx: np.ndarray) -> dict[str, Any]:
+        """User values of the active dims at one point."""
+        act = self.active_mask(idx[None, :])[0]
+        return {
+            n: self.space[n].decode(self.values[d][idx[d]].item())
+            for d, n in enumerate(self.names)
+            if act[d]
+        }

@@ -1,0 +1,433 @@
+"""Feasibility engine: vectorized interval branch-and-bound over boxes, exact enumeration, Z3 fallback.
+
+Each step takes a batch of boxes, bounds every constraint over every box at once (numpy), drops boxes
+that surely violate a constraint, accepts boxes that surely satisfy all, tries cheap witness points
+(corners, centre) in the rest, enumerates small boxes exactly and halves the others. A box whose search
+dimensions are all fixed but which still has continuous (Float) variables goes to Z3; a Z3 ``unknown``
+never removes anything (callers treat it as possibly feasible).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..expr import Expr, compile_interval, compile_vectorized
+from ._boxes import Domain
+
+__all__ = ["Engine", "Decomposition"]
+
+logger = logging.getLogger("dnnsat.solver")
+
+ENUM_LIMIT = 4096  # a mixed box with at most this many points is enumerated exactly
+BATCH = 2048  # boxes per vectorized step
+POINTS_PER_STEP = 1 << 18
+
+
+@dataclass
+class Decomposition:
+    """A partition of (part of) the feasible set: surely-feasible boxes plus feasible points.
+
+    ``rest_lo``/``rest_hi`` hold undecided boxes when the decomposition was stopped early.
+    """
+
+    full_lo: np.ndarray
+    full_hi: np.ndarray
+    points: np.ndarray
+    rest_lo: np.ndarray
+    rest_hi: np.ndarray
+
+
+Predicate = Callable[[np.ndarray], np.ndarray]  # points (n, dims) -> feasible (n,), for opaque checks
+
+
+class Engine:
+    """Decides constraints over a :class:`Domain`.
+
+    ``constraints`` are boolean expressions; ``opaque`` a function testing points that the symbolic
+    part cannot see (Python predicates), or None. ``mask`` arguments select a subset of constraints.
+    """
+
+    def __init__(self, domain: Domain, constraints: Sequence[Expr], opaque: Predicate | None = None) -> None:
+        self.domain = domain
+        self.constraints = list(constraints)
+        self.opaque = opaque
+        box = {n: (domain.values[d][0].item(), domain.values[d][-1].item()) for d, n in enumerate(domain.names)}
+        box.update(domain.continuous)
+        self._box = box
+        self._interval = compile_interval(self.constraints, box=box) if self.constraints else None
+        self._vector = compile_vectorized(self.constraints, box=box) if self.constraints else None
+        self._z3: Any = None
+        self.stats = {"boxes": 0, "points": 0, "z3_calls": 0}
+
+    # -- primitives -------------------------------------------------------------------------------
+    def bounds(self, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(surely all satisfied, possibly all satisfied) per box."""
+        m = lo.shape[0]
+        if self._interval is None:
+            return np.ones(m, dtype=bool), np.ones(m, dtype=bool)
+        vlo, vhi = self.domain.value_columns(lo, hi)
+        res = self._interval(vlo, vhi)
+        surely = np.ones(m, dtype=bool)
+        possibly = np.ones(m, dtype=bool)
+        for i, (dt, pt) in enumerate(res):
+            if mask is not None and not mask[i]:
+                continue
+            surely &= dt
+            possibly &= pt
+        return surely, possibly
+
+    def feasible_points(self, idx: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Exact feasibility of points (index arrays, canonical), including opaque predicates."""
+        n = idx.shape[0]
+        self.stats["points"] += n
+        ok = np.ones(n, dtype=bool)
+        if self._vector is not None and n:
+            if self.domain.continuous:
+                raise AssertionError("points with continuous variables need Z3")
+            cols, _ = self.domain.value_columns(idx)
+            for i, v in enumerate(self._vector(cols)):
+                if mask is None or mask[i]:
+                    ok &= np.broadcast_to(v, (n,))
+        if self.opaque is not None and n and ok.any():
+            sel = np.flatnonzero(ok)
+            ok[sel] = self.opaque(idx[sel])
+        return ok
+
+    def _witness_candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        mid = (lo + hi) // 2
+        return self.domain.canonical(np.concatenate([lo, hi, mid]))
+
+    # -- existence ----------------------------------------------------------------------------------
+    def exists(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        mask: np.ndarray | None = None,
+        max_boxes: int = 200_000,
+        z3_timeout_ms: int = 2000,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For each root box: 1 feasible, 0 infeasible, -1 unknown; and a witness point per root.
+
+        A witness found for one root is reused for every other root that contains it.
+        """
+        roots = lo.shape[0]
+        status = np.zeros(roots, dtype=np.int8)
+        settled = np.zeros(roots, dtype=bool)
+        witness = np.full((roots, self.domain.ndim), -1, dtype=np.int64)
+        stack: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(lo, hi, np.arange(roots))]
+        root_lo, root_hi = lo, hi
+        processed = 0
+        needs_z3 = bool(self.domain.continuous)
+
+        def settle(points: np.ndarray, owners: np.ndarray) -> None:
+            """Feasible ``points`` found in boxes of roots ``owners``: settle those roots, and try the
+            first few points on every other open root that contains them."""
+            if not len(points):
+                return
+            first = np.unique(owners, return_index=True)[1]
+            for r, i in zip(owners[first], first):
+                if not settled[r]:
+                    status[r], witness[r], settled[r] = 1, points[i], True
+            open_roots = np.flatnonzero(~settled)
+            for p in points[first[:16]]:
+                if not len(open_roots):
+                    return
+                inside = np.all((root_lo[open_roots] <= p) & (p <= root_hi[open_roots]), axis=1)
+                hit = open_roots[inside]
+                status[hit], witness[hit], settled[hit] = 1, p, True
+                open_roots = open_roots[~inside]
+
+        while stack:
+            blo, bhi, rid = stack.pop()
+            keep = ~settled[rid]
+            if not keep.all():
+                blo, bhi, rid = blo[keep], bhi[keep], rid[keep]
+            if not len(rid):
+                continue
+            processed += len(rid)
+            self.stats["boxes"] += len(rid)
+            if processed > max_boxes:
+                status[np.unique(rid)] = -1
+                settled[rid] = True
+                for rest_lo, rest_hi, rest_rid in stack:
+                    open_ = rest_rid[~settled[rest_rid]]
+                    status[open_] = -1
+                    settled[open_] = True
+                break
+            nb = self.domain.normalize(blo, bhi)
+            blo, bhi = nb.lo, nb.hi
+            surely, possibly = self.bounds(blo, bhi, mask)
+            alive = possibly
+            if needs_z3:
+                self._z3_leaves(blo, bhi, rid, alive, mask, status, witness, settled, z3_timeout_ms)
+                continue
+            full = surely & ~nb.undecided & alive
+            if self.opaque is None and full.any():
+                for r in np.unique(rid[full]):
+                    if not settled[r]:
+                        status[r] = 1
+                        witness[r] = self.domain.canonical(blo[full & (rid == r)][:1])[0]
+                        settled[r] = True
+            blo, bhi, rid, undecided, split_dim = (
+                blo[alive],
+                bhi[alive],
+                rid[alive],
+                nb.undecided[alive],
+                nb.split_dim[alive],
+            )
+            keep = ~settled[rid]
+            blo, bhi, rid, undecided, split_dim = blo[keep], bhi[keep], rid[keep], undecided[keep], split_dim[keep]
+            if not len(rid):
+                continue
+            cand = self._witness_candidates(blo, bhi)
+            ok = self.feasible_points(cand, mask)
+            settle(cand[ok], np.tile(rid, 3)[ok])
+            keep = ~settled[rid]
+            blo, bhi, rid, undecided, split_dim = blo[keep], bhi[keep], rid[keep], undecided[keep], split_dim[keep]
+            if not len(rid):
+                continue
+            vol = self.domain.volume(blo, bhi)
+            small = vol <= ENUM_LIMIT
+            if small.any():
+                self._enumerate_exists(blo[small], bhi[small], rid[small], mask, settle)
+            big = ~small
+            if big.any():
+                self._push_split(stack, blo[big], bhi[big], rid[big], split_dim[big])
+        open_ = ~settled
+        status[open_] = 0
+        return status, witness
+
+    def _enumerate_exists(
+        self, lo: np.ndarray, hi: np.ndarray, rid: np.ndarray, mask: np.ndarray | None, settle: Any
+    ) -> None:
+        vol = self.domain.volume(lo, hi)
+        start = 0
+        while start < len(vol):
+            stop = start + 1
+            total = int(vol[start])
+            while stop < len(vol) and total + int(vol[stop]) <= POINTS_PER_STEP:
+                total += int(vol[stop])
+                stop += 1
+            pts, box = self.domain.points(lo[start:stop], hi[start:stop])
+            pts = self.domain.canonical(pts)
+            ok = self.feasible_points(pts, mask)
+            if ok.any():
+                settle(pts[ok], rid[start:stop][box[ok]])
+            start = stop
+
+    def _push_split(
+        self,
+        stack: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+        lo: np.ndarray,
+        hi: np.ndarray,
+        rid: np.ndarray,
+        split_dim: np.ndarray,
+    ) -> None:
+        dim = np.where(split_dim >= 0, split_dim, self.domain.widest(lo, hi))
+        clo, chi = self.domain.split(lo, hi, dim)
+        crid = np.repeat(rid, 2)
+        for s in range((len(crid) - 1) // BATCH * BATCH, -1, -BATCH):
+            stack.append((clo[s : s + BATCH], chi[s : s + BATCH], crid[s : s + BATCH]))
+
+    def _z3_leaves(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        rid: np.ndarray,
+        alive: np.ndarray,
+        mask: np.ndarray | None,
+        status: np.ndarray,
+        witness: np.ndarray,
+        settled: np.ndarray,
+        timeout_ms: int,
+    ) -> None:
+        """Continuous variables present: decide each surviving box with Z3 (unknown -> -1)."""
+        z = self.z3()
+        for i in np.flatnonzero(alive):
+            r = rid[i]
+            if settled[r]:
+                continue
+            self.stats["z3_calls"] += 1
+            res, point = z.exists(lo[i], hi[i], mask, timeout_ms)
+            if res is True:
+                status[r], witness[r], settled[r] = 1, point, True
+            elif res is None:
+                status[r], settled[r] = -1, True
+
+    def z3(self) -> Any:
+        if self._z3 is None:
+            from ._z3 import Z3Backend
+
+            self._z3 = Z3Backend(self.domain, self.constraints)
+        return self._z3
+
+    # -- decomposition ------------------------------------------------------------------------------
+    def decompose(
+        self,
+        lo: np.ndarray | None = None,
+        hi: np.ndarray | None = None,
+        max_boxes: int | None = None,
+        progress: Callable[[float], None] | None = None,
+        enum_limit: int = 64,
+    ) -> Iterator[Decomposition]:
+        """Partition the feasible part of the boxes (default: the whole domain), depth first.
+
+        Yields pieces in a deterministic order; with ``max_boxes`` the last piece carries the boxes
+        left undecided. ``progress`` receives the settled share of the volume (0..1).
+        """
+        self._require_finite("this operation")
+        if lo is None or hi is None:
+            lo, hi = self.domain.root()
+        total = float(self.domain.volume(lo, hi).sum())
+        settled_volume = 0.0
+        stack: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(lo, hi, np.zeros(len(lo), dtype=np.int64))]
+        processed = 0
+        empty = np.zeros((0, self.domain.ndim), dtype=np.int64)
+        last_report = time.perf_counter()
+        while stack:
+            blo, bhi, rid = stack.pop()
+            processed += len(blo)
+            self.stats["boxes"] += len(blo)
+            if max_boxes is not None and processed > max_boxes:
+                rest = [(blo, bhi)] + [(a, b) for a, b, _ in stack]
+                yield Decomposition(
+                    empty, empty, empty, np.concatenate([r[0] for r in rest]), np.concatenate([r[1] for r in rest])
+                )
+                return
+            nb = self.domain.normalize(blo, bhi)
+            blo, bhi = nb.lo, nb.hi
+            surely, possibly = self.bounds(blo, bhi, None)
+            full = surely & possibly & ~nb.undecided & (self.opaque is None)
+            vol = self.domain.volume(blo, bhi)
+            settled_volume += float(vol[~possibly].sum()) + float(vol[full].sum())
+            mixed = possibly & ~full
+            small = mixed & (vol <= enum_limit) & ~nb.undecided
+            pts = empty
+            if small.any():
+                pts, _ = self.domain.points(blo[small], bhi[small])
+                pts = pts[self.feasible_points(pts)]
+                settled_volume += float(vol[small].sum())
+            # yield in box order: full boxes and enumerated points of this batch
+            if full.any() or len(pts):
+                yield Decomposition(blo[full], bhi[full], pts, empty, empty)
+            big = mixed & ~small
+            if big.any():
+                self._push_split(stack, blo[big], bhi[big], rid[big], nb.split_dim[big])
+            if progress is not None and time.perf_counter() - last_report > 0.2:
+                progress(settled_volume / total if total else 1.0)
+                last_report = time.perf_counter()
+        if progress is not None:
+            progress(1.0)
+
+    # -- optimisation -------------------------------------------------------------------------------
+    def minimize(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        lower_bound: Callable[[np.ndarray, np.ndarray], np.ndarray],
+        value: Callable[[np.ndarray], np.ndarray],
+        mask: np.ndarray | None = None,
+        max_boxes: int = 2_000_000,
+    ) -> tuple[np.ndarray | None, float, bool]:
+        """Feasible point minimising ``value`` within the boxes; returns (point, value, proven optimal).
+
+        ``lower_bound(lo, hi)`` must bound ``value`` from below over each box. Ties go to the point
+        found first (depth first, lower halves first), so results are deterministic.
+        """
+        self._require_finite("optimisation")
+        best: np.ndarray | None = None
+        best_val = np.inf
+        stack: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(lo, hi, np.zeros(len(lo), dtype=np.int64))]
+        processed = 0
+
+        def offer(points: np.ndarray) -> None:
+            nonlocal best, best_val
+            if not len(points):
+                return
+            ok = self.feasible_points(points, mask)
+            if not ok.any():
+                return
+            vals = value(points[ok])
+            i = int(np.argmin(vals))
+            if vals[i] < best_val:
+                best_val = float(vals[i])
+                best = points[ok][i]
+
+        while stack:
+            blo, bhi, rid = stack.pop()
+            processed += len(blo)
+            if processed > max_boxes:
+                return best, best_val, False
+            nb = self.domain.normalize(blo, bhi)
+            blo, bhi = nb.lo, nb.hi
+            _, possibly = self.bounds(blo, bhi, mask)
+            lb = lower_bound(blo, bhi)
+            keep = possibly & (lb < best_val)
+            if not keep.any():
+                continue
+            blo, bhi, lb, split_dim, und = blo[keep], bhi[keep], lb[keep], nb.split_dim[keep], nb.undecided[keep]
+            offer(self._witness_candidates(blo, bhi))
+            keep = lb < best_val
+            blo, bhi, lb, split_dim, und = blo[keep], bhi[keep], lb[keep], split_dim[keep], und[keep]
+            if not len(blo):
+                continue
+            vol = self.domain.volume(blo, bhi)
+            small = (vol <= ENUM_LIMIT) & ~und
+            if small.any():
+                pts, _ = self.domain.points(blo[small], bhi[small])
+                offer(self.domain.canonical(pts))
+            big = ~small
+            if big.any():
+                order = np.argsort(-lb[big], kind="stable")  # best bound popped first
+                self._push_split(stack, blo[big][order], bhi[big][order], np.zeros(int(big.sum()), dtype=np.int64),
+                                 split_dim[big][order])
+        return best, best_val, True
+
+    def _require_finite(self, what: str) -> None:
+        if self.domain.continuous:
+            names = ", ".join(sorted(self.domain.continuous))
+            raise ValueError(
+                f"{what} needs every constrained parameter to be finite, but {names} is a continuous Float "
+                "used in a constraint: give it a step (Float(low, high, step=...))"
+            )
+
+
+def interval_bound(
+    engine: Engine, expr_interval: Callable[..., Any]
+) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """(lo, hi) of an objective over boxes, from its compiled interval function."""
+
+    def f(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        vlo, vhi = engine.domain.value_columns(lo, hi)
+        (res,) = expr_interval(vlo, vhi)
+        m = lo.shape[0]
+        return np.broadcast_to(res[0], (m,)).astype(np.float64), np.broadcast_to(res[1], (m,)).astype(np.float64)
+
+    return f
+
+
+def index_distance(domain: Domain, origin: np.ndarray, weight: np.ndarray) -> tuple[Any, Any]:
+    """Lower bound and value of the repair objective over boxes and points.
+
+    Objective: changed dims * (n + 1) + sum of index distances / (domain length - 1); dims with
+    ``weight`` 0 (not given in the config) are free of charge.
+    """
+    n = domain.ndim
+    scale = np.maximum(domain.sizes - 1, 1).astype(np.float64) / np.maximum(weight, 1e-300)
+    on = weight > 0
+
+    def bound(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        gap = (np.maximum(lo - origin, 0) + np.maximum(origin - hi, 0)) * on
+        return ((gap > 0).sum(axis=1) * (n + 1) + (gap / scale).sum(axis=1)).astype(np.float64)
+
+    def value(points: np.ndarray) -> np.ndarray:
+        diff = np.abs(points - origin) * on
+        return ((diff > 0).sum(axis=1) * (n + 1) + (diff / scale).sum(axis=1)).astype(np.float64)
+
+    return bound, value
