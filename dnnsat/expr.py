@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any, Union  # noqa: UP035
 
 import numpy as np
 
@@ -48,7 +48,7 @@ __all__ = [
     "to_z3",
 ]
 
-Number = Union[int, float, bool, np.integer, np.floating, np.bool_]
+Number = int | float | bool | np.integer | np.floating | np.bool_
 ExprLike = Union["Expr", int, float, bool]
 
 INT64_SAFE = 2**62  # magnitudes above this are evaluated in float64 by the vectorized evaluators
@@ -73,6 +73,7 @@ class Expr:
     args: tuple[Expr, ...]
     payload: Any  # the value of a Const, (name, labels) of a Var, else None
     sort: str
+    _vars: frozenset[str] | None
 
     def __new__(cls, op: str, args: tuple[Expr, ...], payload: Any, sort: str) -> Expr:
         key = (op, tuple(id(a) for a in args), _payload_key(payload), sort)
@@ -295,9 +296,7 @@ def _arith(op: str, *args: Expr) -> Expr:
                 return a
             if b.op == "const" and a.op != "const":
                 a, b = b, a  # constants first: 2*x, so that 2*x and x*2 intern to the same node
-        elif op in ("floordiv", "ceildiv") and _is(b, 1):
-            return a
-        elif op in ("min", "max") and a is b:
+        elif op in ("floordiv", "ceildiv") and _is(b, 1) or op in ("min", "max") and a is b:
             return a
         args = (a, b)
     elif op == "neg" and args[0].op == "neg":
@@ -598,9 +597,8 @@ def _dtype_plan(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None
     wide: set[int] = set()
     for node in topological(roots):
         lo, hi = bounds[id(node)]
-        if node.sort == "int" and (abs(lo) > INT64_SAFE or abs(hi) > INT64_SAFE):
-            wide.add(id(node))
-        elif node.sort == "int" and any(id(a) in wide for a in node.args):
+        too_big = abs(lo) > INT64_SAFE or abs(hi) > INT64_SAFE
+        if node.sort == "int" and (too_big or any(id(a) in wide for a in node.args)):
             wide.add(id(node))
     return wide
 
@@ -625,6 +623,14 @@ def _emit_vector(wide: set[int]) -> Callable[[Expr, list[str], str], list[str]]:
         if op == "neg":
             return [f"{out} = -{a[0]}"]
         if op == "floordiv":
+            d = node.args[1]
+            if (
+                d.op == "const"
+                and d.payload > 0
+                and d.payload & (d.payload - 1) == 0
+                and id(node) not in wide
+            ):
+                return [f"{out} = {a[0]} >> {d.payload.bit_length() - 1}"]  # floor division by 2**k
             return [f"{out} = _vfloordiv({a[0]}, {a[1]})"]
         if op == "ceildiv":
             return [f"{out} = -_vfloordiv(-{a[0]}, {a[1]})"]
@@ -641,6 +647,8 @@ def _emit_vector(wide: set[int]) -> Callable[[Expr, list[str], str], list[str]]:
         if op == "not":
             return [f"{out} = np.logical_not({a[0]})"]
         if op == "where":
+            if node.args[2].op == "const" and node.args[2].payload == 0 and node.sort != "bool":
+                return [f"{out} = {a[1]} * {a[0]}"]  # where(c, x, 0): a multiply is twice as fast
             return [f"{out} = np.where({a[0]}, {a[1]}, {a[2]})"]
         raise AssertionError(op)
 
@@ -817,7 +825,7 @@ def compile_interval(
                 name = payload[0]
                 vlo, vhi = lo[name], hi[name]
                 if not python:
-                    dt = np.float64 if (is_wide or sort == "real") else np.int64
+                    dt: Any = np.float64 if (is_wide or sort == "real") else np.int64
                     if sort == "bool":
                         dt = np.bool_
                     vlo, vhi = np.asarray(vlo, dtype=dt), np.asarray(vhi, dtype=dt)
@@ -862,9 +870,7 @@ def to_z3(expr: Expr, z3vars: Mapping[str, Any], cache: dict[int, Any] | None = 
                 term = z3.RealVal(v)
         else:
             a = [memo[id(x)] for x in node.args]
-            if node.sort == "real" and op in _ARITH:
-                a = [z3.ToReal(x) if z3.is_int(x) else x for x in a]
-            elif op in _COMPARE and any(z3.is_real(x) for x in a):
+            if node.sort == "real" and op in _ARITH or op in _COMPARE and any(z3.is_real(x) for x in a):
                 a = [z3.ToReal(x) if z3.is_int(x) else x for x in a]
             term = _z3_op(z3, op, a)
         memo[id(node)] = term

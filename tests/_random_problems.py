@@ -19,9 +19,13 @@ def random_space(rng: np.random.Generator, conditional: bool = False) -> ds.Spac
         kind = rng.integers(3)
         if kind == 0:
             low = int(rng.integers(0, 4))
-            params[f"x{i}"] = ds.Int(low, low + int(rng.integers(2, 9)) * (step := int(rng.integers(1, 4))), step=step)
+            params[f"x{i}"] = ds.Int(
+                low, low + int(rng.integers(2, 9)) * (step := int(rng.integers(1, 4))), step=step
+            )
         elif kind == 1:
-            vals = sorted({int(v) for v in rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 32], size=int(rng.integers(2, 5)))})
+            vals = sorted(
+                {int(v) for v in rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 32], size=int(rng.integers(2, 5)))}
+            )
             params[f"x{i}"] = ds.Categorical(vals if len(vals) > 1 else [1, 2])
         else:
             params[f"x{i}"] = ds.Int(1, int(rng.integers(3, 8)))
@@ -59,10 +63,9 @@ def all_configs(space: ds.Space) -> Iterator[dict[str, Any]]:
         # inactive children: keep only the canonical (first) value so each config appears once
         skip = False
         for n in finite:
-            if not space.is_active(n, cfg):
-                if cfg[n] != space[n].values()[0]:
-                    skip = True
-                    break
+            if not space.is_active(n, cfg) and cfg[n] != space[n].values()[0]:
+                skip = True
+                break
         if skip:
             continue
         yield {n: cfg[n] for n in finite if space.is_active(n, cfg)} | {"lr": 0.01}

@@ -48,7 +48,9 @@ def _compare(op: str, a: E.Expr, b: E.Expr) -> E.Expr:
 
 
 def bool_exprs() -> st.SearchStrategy[E.Expr]:
-    atoms = st.tuples(st.sampled_from(["lt", "le", "eq", "ne"]), int_exprs(), int_exprs()).map(lambda t: _compare(*t))
+    atoms = st.tuples(st.sampled_from(["lt", "le", "eq", "ne"]), int_exprs(), int_exprs()).map(
+        lambda t: _compare(*t)
+    )
 
     def extend(children: st.SearchStrategy[E.Expr]) -> st.SearchStrategy[E.Expr]:
         return st.one_of(
@@ -97,10 +99,12 @@ boxes = st.fixed_dictionaries({n: st.tuples(st.integers(-9, 9), st.integers(0, 6
 
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(int_exprs(), bool_exprs()), boxes, st.data())
-def test_values_lie_inside_interval_bounds(e: E.Expr, box: dict[str, tuple[int, int]], data: st.DataObject) -> None:
+def test_values_lie_inside_interval_bounds(
+    e: E.Expr, box: dict[str, tuple[int, int]], data: st.DataObject
+) -> None:
     lo = {n: np.array([a]) for n, (a, w) in box.items()}
     hi = {n: np.array([a + w]) for n, (a, w) in box.items()}
-    (blo, bhi), = E.compile_interval([e])(lo, hi)
+    ((blo, bhi),) = E.compile_interval([e])(lo, hi)
     point = {n: data.draw(st.integers(a, a + w)) for n, (a, w) in box.items()}
     v = E.compile_scalar([e])(point)[0]
     assert np.all(blo <= v) and np.all(v <= bhi)

@@ -101,7 +101,9 @@ class Domain:
         if not self.conditions:
             return Normalized(lo, hi, undecided, split_dim)
         lo, hi = lo.copy(), hi.copy()
-        surely = {}  # dim -> (all active, none active) for conditional dims
+        surely: dict[
+            int, tuple[np.ndarray, np.ndarray]
+        ] = {}  # dim -> (all active, none active) for conditional dims
         for child, terms in self.conditions:
             all_act = np.ones(m, dtype=bool)
             none_act = np.zeros(m, dtype=bool)
@@ -146,9 +148,7 @@ class Domain:
         idx[~self.active_mask(idx)] = 0
         return idx
 
-    def split(
-        self, lo: np.ndarray, hi: np.ndarray, dim: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def split(self, lo: np.ndarray, hi: np.ndarray, dim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Halve each box along ``dim``; returns children ordered (all lower halves, all upper halves)."""
         rows = np.arange(lo.shape[0])
         a, b = lo[rows, dim], hi[rows, dim]
@@ -190,7 +190,9 @@ class Domain:
         return lo + (rng.random(lo.shape) * (hi - lo + 1)).astype(np.int64)
 
     # -- values -----------------------------------------------------------------------------------
-    def value_columns(self, lo: np.ndarray, hi: np.ndarray | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def value_columns(
+        self, lo: np.ndarray, hi: np.ndarray | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Encoded value bounds per variable name for boxes (or points when ``hi`` is None)."""
         vlo: dict[str, Any] = {}
         vhi: dict[str, Any] = {}
@@ -215,7 +217,5 @@ class Domain:
         """User values of the active dims at one point."""
         act = self.active_mask(idx[None, :])[0]
         return {
-            n: self.space[n].decode(self.values[d][idx[d]].item())
-            for d, n in enumerate(self.names)
-            if act[d]
+            n: self.space[n].decode(self.values[d][idx[d]].item()) for d, n in enumerate(self.names) if act[d]
         }

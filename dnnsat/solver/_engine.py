@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +57,9 @@ class Engine:
         self.domain = domain
         self.constraints = list(constraints)
         self.opaque = opaque
-        box = {n: (domain.values[d][0].item(), domain.values[d][-1].item()) for d, n in enumerate(domain.names)}
+        box = {
+            n: (domain.values[d][0].item(), domain.values[d][-1].item()) for d, n in enumerate(domain.names)
+        }
         box.update(domain.continuous)
         self._box = box
         self._interval = compile_interval(self.constraints, box=box) if self.constraints else None
@@ -66,7 +68,9 @@ class Engine:
         self.stats = {"boxes": 0, "points": 0, "z3_calls": 0}
 
     # -- primitives -------------------------------------------------------------------------------
-    def bounds(self, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def bounds(
+        self, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(surely all satisfied, possibly all satisfied) per box."""
         m = lo.shape[0]
         if self._interval is None:
@@ -155,7 +159,7 @@ class Engine:
             if processed > max_boxes:
                 status[np.unique(rid)] = -1
                 settled[rid] = True
-                for rest_lo, rest_hi, rest_rid in stack:
+                for _, _, rest_rid in stack:
                     open_ = rest_rid[~settled[rest_rid]]
                     status[open_] = -1
                     settled[open_] = True
@@ -182,14 +186,26 @@ class Engine:
                 nb.split_dim[alive],
             )
             keep = ~settled[rid]
-            blo, bhi, rid, undecided, split_dim = blo[keep], bhi[keep], rid[keep], undecided[keep], split_dim[keep]
+            blo, bhi, rid, undecided, split_dim = (
+                blo[keep],
+                bhi[keep],
+                rid[keep],
+                undecided[keep],
+                split_dim[keep],
+            )
             if not len(rid):
                 continue
             cand = self._witness_candidates(blo, bhi)
             ok = self.feasible_points(cand, mask)
             settle(cand[ok], np.tile(rid, 3)[ok])
             keep = ~settled[rid]
-            blo, bhi, rid, undecided, split_dim = blo[keep], bhi[keep], rid[keep], undecided[keep], split_dim[keep]
+            blo, bhi, rid, undecided, split_dim = (
+                blo[keep],
+                bhi[keep],
+                rid[keep],
+                undecided[keep],
+                split_dim[keep],
+            )
             if not len(rid):
                 continue
             vol = self.domain.volume(blo, bhi)
@@ -297,7 +313,11 @@ class Engine:
             if max_boxes is not None and processed > max_boxes:
                 rest = [(blo, bhi)] + [(a, b) for a, b, _ in stack]
                 yield Decomposition(
-                    empty, empty, empty, np.concatenate([r[0] for r in rest]), np.concatenate([r[1] for r in rest])
+                    empty,
+                    empty,
+                    empty,
+                    np.concatenate([r[0] for r in rest]),
+                    np.concatenate([r[1] for r in rest]),
                 )
                 return
             nb = self.domain.normalize(blo, bhi)
@@ -371,7 +391,13 @@ class Engine:
             keep = possibly & (lb < best_val)
             if not keep.any():
                 continue
-            blo, bhi, lb, split_dim, und = blo[keep], bhi[keep], lb[keep], nb.split_dim[keep], nb.undecided[keep]
+            blo, bhi, lb, split_dim, und = (
+                blo[keep],
+                bhi[keep],
+                lb[keep],
+                nb.split_dim[keep],
+                nb.undecided[keep],
+            )
             offer(self._witness_candidates(blo, bhi))
             keep = lb < best_val
             blo, bhi, lb, split_dim, und = blo[keep], bhi[keep], lb[keep], split_dim[keep], und[keep]
@@ -385,8 +411,13 @@ class Engine:
             big = ~small
             if big.any():
                 order = np.argsort(-lb[big], kind="stable")  # best bound popped first
-                self._push_split(stack, blo[big][order], bhi[big][order], np.zeros(int(big.sum()), dtype=np.int64),
-                                 split_dim[big][order])
+                self._push_split(
+                    stack,
+                    blo[big][order],
+                    bhi[big][order],
+                    np.zeros(int(big.sum()), dtype=np.int64),
+                    split_dim[big][order],
+                )
         return best, best_val, True
 
     def _require_finite(self, what: str) -> None:
@@ -407,7 +438,9 @@ def interval_bound(
         vlo, vhi = engine.domain.value_columns(lo, hi)
         (res,) = expr_interval(vlo, vhi)
         m = lo.shape[0]
-        return np.broadcast_to(res[0], (m,)).astype(np.float64), np.broadcast_to(res[1], (m,)).astype(np.float64)
+        return np.broadcast_to(res[0], (m,)).astype(np.float64), np.broadcast_to(res[1], (m,)).astype(
+            np.float64
+        )
 
     return f
 

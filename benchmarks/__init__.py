@@ -1,0 +1,1 @@
+"""Reproducible benchmarks: `python -m benchmarks.<name>`; results in benchmarks/README.md."""

@@ -1,0 +1,349 @@
+"""The ``dnnsat`` command: check, prune, count, sample and explain configurations of a problem.
+
+PROBLEM is ``module:attr`` (a Problem or a zero-argument factory returning one) or ``zoo:NAME``.
+Exit codes: 0 ok / feasible, 1 infeasible, 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .problem import InfeasibleSpaceError, Problem
+from .space import SpaceError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class InputError(click.ClickException):
+    """A usage or input error: printed without a traceback, exit code 2."""
+
+    exit_code = 2
+
+
+def load_problem(spec: str, budget: str | None = None) -> Problem:
+    """Resolve ``module:attr`` or ``zoo:NAME`` (with an optional ``--budget`` string) to a Problem."""
+    if spec.startswith("zoo:"):
+        return _zoo_problem(spec[4:], budget)
+    if ":" not in spec:
+        raise InputError(f"PROBLEM {spec!r} must be 'module:attr' (e.g. mypkg.search:problem) or 'zoo:NAME'")
+    if budget:
+        raise InputError("--budget applies to zoo:NAME problems only; put the budget in your Problem")
+    module_name, attr = spec.split(":", 1)
+    sys.path.insert(0, ".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise InputError(f"cannot import {module_name!r} for PROBLEM {spec!r}: {err}") from None
+    finally:
+        sys.path.pop(0)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InputError(f"{module_name!r} has no attribute {attr!r} (PROBLEM {spec!r})")
+        obj = getattr(obj, part)
+    if not isinstance(obj, Problem) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, Problem):
+        raise InputError(
+            f"PROBLEM {spec!r} is a {type(obj).__name__}, not a dnnsat.Problem or a factory of one"
+        )
+    return obj
+
+
+def _parse_budget(text: str | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in filter(None, (text or "").split(",")):
+        if "=" not in item:
+            raise InputError(f"--budget item {item!r} must be name=value, e.g. params=25M,flops=4G")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _zoo_problem(name: str, budget: str | None) -> Problem:
+    limits = _parse_budget(budget)
+    if name == "synthetic_resnet":
+        from .units import parse_quantity
+        from .zoo import synthetic_resnet_problem
+
+        unknown = set(limits) - {"flops", "params"}
+        if unknown:
+            raise InputError(
+                f"zoo:synthetic_resnet takes --budget flops=...,params=... (not {sorted(unknown)})"
+            )
+        kwargs = {}
+        if "flops" in limits:
+            kwargs["flops_limit"] = float(parse_quantity(limits["flops"], "flops"))
+        if "params" in limits:
+            kwargs["params_limit"] = float(parse_quantity(limits["params"], "count"))
+        return synthetic_resnet_problem(**kwargs)
+    from .zoo import _registry
+
+    try:
+        return _registry.problem_from_spec(name, budget)  # type: ignore[no-any-return]
+    except KeyError:
+        names = ["synthetic_resnet", *sorted(_registry.REGISTRY)]
+        raise InputError(f"unknown zoo problem {name!r}; available: {', '.join(names)}") from None
+
+
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _config(items: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise InputError(f"--set {item!r} must be name=value")
+        k, v = item.split("=", 1)
+        out[k.strip()] = _parse_value(v.strip())
+    return out
+
+
+def _run(fn: Callable[[], int]) -> None:
+    """Map library errors to exit code 2 with a one-line message."""
+    try:
+        code = fn()
+    except (SpaceError, ValueError, TypeError) as err:
+        raise InputError(str(err)) from None
+    sys.exit(code)
+
+
+def _emit(as_json: bool, data: Any, render: Callable[[], None]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=_jsonable))
+    else:
+        render()
+
+
+def _jsonable(x: Any) -> Any:
+    if hasattr(x, "item"):
+        return x.item()
+    return str(x)
+
+
+problem_arg = click.argument("problem")
+budget_opt = click.option("--budget", default=None, help="zoo budgets, e.g. params=25M,flops=4G")
+json_opt = click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+set_opt = click.option(
+    "--set", "items", multiple=True, metavar="NAME=VALUE", help="a parameter value (repeat)"
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dnnsat")
+def main() -> None:
+    """Prune AutoML search spaces before any trial runs."""
+
+
+@main.command()
+@problem_arg
+@budget_opt
+@set_opt
+@json_opt
+def check(problem: str, budget: str | None, items: tuple[str, ...], as_json: bool) -> None:
+    """Is a configuration feasible? Lists violations and costs (exit 1 when infeasible)."""
+
+    def run() -> int:
+        p = load_problem(problem, budget)
+        verdict = p.check(_config(items))
+        data = {
+            "feasible": verdict.feasible,
+            "violations": [v.__dict__ for v in verdict.violations],
+            "costs": verdict.costs,
+        }
+
+        def render() -> None:
+            mark = "[green]feasible[/]" if verdict.feasible else "[red]infeasible[/]"
+            console.print(f"configuration is {mark}")
+            for v in verdict.violations:
+                console.print(f"  [red]✗[/] {v}")
+            if verdict.costs:
+                t = Table("cost", "value")
+                for k, val in verdict.costs.items():
+                    t.add_row(k, f"{val:,}" if isinstance(val, int) else f"{val:.6g}")
+                console.print(t)
+
+        _emit(as_json, data, render)
+        return 0 if verdict.feasible else 1
+
+    _run(run)
+
+
+@main.command()
+@problem_arg
+@budget_opt
+@json_opt
+def prune(problem: str, budget: str | None, as_json: bool) -> None:
+    """The reduced space: every value that occurs in some feasible configuration."""
+
+    def run() -> int:
+        p = load_problem(problem, budget)
+        try:
+            pruned = p.prune()
+        except InfeasibleSpaceError as err:
+            message, core = str(err), err.core
+            _emit(as_json, {"empty": True, "core": core}, lambda: console.print(f"[red]{message}[/]"))
+            return 1
+        data = {
+            name: list(pruned[name].values()) if pruned[name].is_finite else list(pruned[name].bounds())
+            for name in pruned
+        }
+
+        def render() -> None:
+            t = Table("parameter", "before", "after", "kept")
+            for name in p.space:
+                before = p.space[name]
+                if name not in pruned:
+                    t.add_row(name, _describe(before), "(never active)", "0")
+                    continue
+                after = pruned[name]
+                kept = f"{len(after.values())}/{len(before.values())}" if before.is_finite else "-"
+                t.add_row(name, _describe(before), _describe(after), kept)
+            console.print(t)
+            console.print(f"space size {p.space.size():,} → {pruned.size():,}")
+
+        _emit(as_json, data, render)
+        return 0
+
+    _run(run)
+
+
+def _describe(param: Any) -> str:
+    if not param.is_finite:
+        lo, hi = param.bounds()
+        return f"[{lo:g}, {hi:g}]"
+    vals = list(param.values())
+    if len(vals) > 8:
+        return f"{vals[0]}, {vals[1]}, …, {vals[-1]} ({len(vals)})"
+    return ", ".join(map(str, vals))
+
+
+@main.command()
+@problem_arg
+@budget_opt
+@click.option("--estimate", is_flag=True, help="estimate with a 95% confidence interval instead of counting")
+@json_opt
+def count(problem: str, budget: str | None, estimate: bool, as_json: bool) -> None:
+    """Number of feasible configurations (exact, or --estimate)."""
+
+    def run() -> int:
+        p = load_problem(problem, budget)
+        total = p.space.size()
+        if estimate:
+            e = p.estimate_count()
+            data = {"estimate": e.value, "low": e.low, "high": e.high, "exact": e.exact, "space": total}
+            _emit(
+                as_json,
+                data,
+                lambda: console.print(
+                    f"≈ {e.value:,.0f} feasible (95% CI {e.low:,.0f} – {e.high:,.0f}) of {total:,} "
+                    f"({e.value / total:.3%})"
+                ),
+            )
+        else:
+            n = p.count(progress=None if not as_json else False)
+            _emit(
+                as_json,
+                {"count": n, "space": total},
+                lambda: console.print(f"{n:,} feasible of {total:,} ({n / total:.3%})"),
+            )
+        return 0
+
+    _run(run)
+
+
+@main.command()
+@problem_arg
+@budget_opt
+@click.option("-n", "n", default=5, show_default=True, help="number of configurations")
+@click.option("--seed", default=None, type=int, help="random seed")
+@json_opt
+def sample(problem: str, budget: str | None, n: int, seed: int | None, as_json: bool) -> None:
+    """Feasible configurations drawn uniformly."""
+
+    def run() -> int:
+        p = load_problem(problem, budget)
+        try:
+            configs = p.sample(n, seed=seed)
+        except InfeasibleSpaceError as err:
+            message, core = str(err), err.core
+            _emit(as_json, {"empty": True, "core": core}, lambda: console.print(f"[red]{message}[/]"))
+            return 1
+
+        def render() -> None:
+            if not configs:
+                return
+            t = Table(*configs[0].keys())
+            for c in configs:
+                t.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in c.values()))
+            console.print(t)
+
+        _emit(as_json, configs, render)
+        return 0
+
+    _run(run)
+
+
+@main.command()
+@problem_arg
+@budget_opt
+@set_opt
+@json_opt
+def explain(problem: str, budget: str | None, items: tuple[str, ...], as_json: bool) -> None:
+    """Why a configuration is infeasible: a minimal core of its values, and a repair."""
+
+    def run() -> int:
+        p = load_problem(problem, budget)
+        cfg = _config(items)
+        expl = p.explain(cfg)
+        if expl is None:
+            _emit(
+                as_json, {"feasible": True}, lambda: console.print("[green]feasible[/]: nothing to explain")
+            )
+            return 0
+        fix = p.repair(cfg)
+        data = {
+            "feasible": False,
+            "core": expl.core,
+            "constraints": expl.constraints,
+            "sentence": expl.sentence,
+            "repair": fix,
+        }
+
+        def render() -> None:
+            console.print(f"[red]infeasible[/]: {expl.sentence}")
+            if fix is not None:
+                changes = {k: (cfg.get(k), v) for k, v in fix.items() if cfg.get(k) != v}
+                console.print(
+                    "nearest feasible change: "
+                    + ", ".join(f"{k}: {a} → {b}" for k, (a, b) in changes.items())
+                )
+
+        _emit(as_json, data, render)
+        return 1
+
+    _run(run)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
