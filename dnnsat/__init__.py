@@ -5,8 +5,10 @@ expressions (:mod:`dnnsat.expr`), :class:`Problem` and its results, and ready pr
 :mod:`dnnsat.zoo`. Adapters live in ``dnnsat.integrations.optuna`` and ``dnnsat.integrations.nni``.
 """
 
-from . import expr
+from . import expr, zoo
+from .cost import Budget, CostModelUnavailable
 from .expr import Const, Expr, Var, ceildiv, maximum, minimum, sum_, where
+from .graph import GraphError, Network, Tensor
 from .problem import (
     Constraint,
     Estimate,
@@ -19,31 +21,41 @@ from .problem import (
     Violation,
 )
 from .space import Categorical, Float, Int, Param, Space, SpaceError
+from .units import UnitError, format_quantity, parse_quantity
 
 __all__ = [
+    "Budget",
     "Categorical",
     "Const",
     "Constraint",
+    "CostModelUnavailable",
     "Estimate",
     "Explanation",
     "Expr",
     "Float",
+    "GraphError",
     "InfeasibleSpaceError",
     "Int",
+    "Network",
     "OpaqueConstraintWarning",
     "Optimum",
     "Param",
     "Problem",
     "Space",
     "SpaceError",
+    "Tensor",
+    "UnitError",
     "Var",
     "Verdict",
     "Violation",
     "ceildiv",
     "expr",
+    "format_quantity",
     "maximum",
     "minimum",
+    "parse_quantity",
     "sum_",
     "where",
+    "zoo",
 ]
 __version__ = "0.1.0"

@@ -345,5 +345,62 @@ def explain(problem: str, budget: str | None, items: tuple[str, ...], as_json: b
     _run(run)
 
 
+@main.command()
+@problem_arg
+@budget_opt
+@click.option(
+    "-n", "n", default=100, show_default=True, help="number of random configurations (valid and invalid)"
+)
+@click.option("--seed", default=0, show_default=True, help="random seed")
+@click.option("--fast", is_flag=True, help="check op by op (cached) instead of whole modules")
+@json_opt
+def audit(problem: str, budget: str | None, n: int, seed: int, fast: bool, as_json: bool) -> None:
+    """Compare every symbolic cost and the validity verdict with PyTorch (exit 1 on a validity mismatch)."""
+
+    def run() -> int:
+        p = load_problem(problem, budget)
+        if getattr(p, "network", None) is None:
+            raise InputError(f"PROBLEM {problem!r} has no symbolic network (give Problem a model=)")
+        try:
+            from .torch import audit as run_audit
+            from .torch import audit_table
+        except ImportError as err:
+            raise InputError(f"dnnsat audit needs PyTorch: pip install 'dnnsat[torch]' ({err})") from None
+        with console.status(f"materializing and measuring {n} configurations on the meta device"):
+            report = run_audit(p, n=n, seed=seed, by_op=fast)
+        data = {
+            "n": report.n,
+            "precision": report.precision,
+            "recall": report.recall,
+            "costs": {
+                k: {"exact": c.exact, "n": c.n, "max_rel_error": c.max_rel_error}
+                for k, c in report.costs.items()
+            },
+        }
+
+        def render() -> None:
+            console.print(audit_table(report))
+            console.print(report.summary())
+
+        _emit(as_json, data, render)
+        return 0 if report.precision == 1.0 and report.recall == 1.0 else 1
+
+    _run(run)
+
+
+@main.command()
+def zoo() -> None:
+    """List the ready-made problems (use them as zoo:NAME)."""
+    from .zoo import REGISTRY
+
+    t = Table("name", "description")
+    t.add_row(
+        "synthetic_resnet", "reference problem of raw expressions (DESIGN §10); --budget flops=,params="
+    )
+    for name, model in sorted(REGISTRY.items()):
+        t.add_row(name, (model.__doc__ or "").strip().splitlines()[0])
+    console.print(t)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -34,6 +34,7 @@ __all__ = [
 logger = logging.getLogger("dnnsat.problem")
 
 BATCH_ROWS = 4096  # rows per vectorized chunk in check_batch
+ENUMERATE_FREE = 16_384  # feasible_values enumerates every completion when there are at most this many
 
 
 class InfeasibleSpaceError(RuntimeError):
@@ -163,6 +164,9 @@ class Problem:
     and deterministic for a given seed.
     """
 
+    #: Z3 time limit per decision (ms). A timeout answers "unknown", which never removes a value.
+    z3_timeout_ms: int = 2000
+
     def __init__(self, space: Space, model: Callable[..., Any] | None = None, budget: Any = None) -> None:
         if not isinstance(space, Space):
             raise TypeError(f"Problem takes a dnnsat.Space, got {type(space).__name__}")
@@ -245,7 +249,7 @@ class Problem:
         domain = Domain(self.space, relevant)
         opaque = [c for c in self.constraints if c.predicate is not None]
         predicate = self._point_predicate(domain, opaque) if opaque else None
-        engine = Engine(domain, exprs, predicate)
+        engine = Engine(domain, exprs, predicate, z3_timeout_ms=self.z3_timeout_ms)
         lhs_exprs: list[Expr] = []
         lhs_slots: list[int | None] = []
         for c in self.constraints:
@@ -498,6 +502,14 @@ class Problem:
             if not self._exists_any(lo, hi):
                 return []
             return list(p.values()) if p.is_finite else [p.bounds()[0], p.bounds()[1]]
+        vals = comp.domain.values[d]
+        if not comp.domain.continuous and 0 < comp.domain.volume(lo, hi).sum() <= ENUMERATE_FREE:
+            # few completions left: test them all in one vectorized call
+            pts, _ = comp.domain.points(lo, hi)
+            pts = comp.domain.canonical(pts)
+            ok_idx = np.unique(pts[comp.engine.feasible_points(pts), d])
+            ok = {vals[j].item() for j in ok_idx}
+            return [v for v in p.values() if p.encode(v) in ok]
         n, m = int(comp.domain.sizes[d]), len(lo)
         los, his = np.tile(lo, (n, 1)), np.tile(hi, (n, 1))
         values_idx = np.repeat(np.arange(n), m)
@@ -507,7 +519,6 @@ class Problem:
         conflict = pinned & (lo[np.tile(np.arange(m), n), d] != values_idx) if m else pinned
         status, _ = comp.engine.exists(los, his)
         status = np.where(conflict, 0, status)
-        vals = comp.domain.values[d]
         ok = {vals[j].item() for j in set(values_idx[status != 0].tolist())}
         return [v for v in p.values() if p.encode(v) in ok]
 
@@ -861,7 +872,8 @@ class Problem:
                     f"{c.name} {c.sense} {_fmt(c.limit)} (the {side} {c.name} possible is {_fmt(best)})"
                 )
             else:
-                reasons.append(str(c.expr))
+                auto_name = c.name.startswith("c") and c.name[1:].isdigit()
+                reasons.append(f"{c.name} ({c.expr})" if auto_name else c.name)
         sentence = (
             f"{_cfg_text(user_core) or 'the space itself'} alone cannot satisfy "
             + "; ".join(reasons or [v.name for v in verdict.violations])

@@ -36,7 +36,8 @@ def _check_condition(name: str, condition: Condition | None) -> dict[str, tuple[
         return None
     if not isinstance(condition, Mapping) or not condition:
         raise SpaceError(
-            f"parameter {name!r}: condition must be a non-empty mapping {{parent: [values]}}, got {condition!r}"
+            f"parameter {name!r}: condition must be a non-empty mapping {{parent: [values]}}, "
+            f"got {condition!r}"
         )
     out: dict[str, tuple[Any, ...]] = {}
     for parent, values in condition.items():
@@ -48,11 +49,30 @@ def _check_condition(name: str, condition: Condition | None) -> dict[str, tuple[
     return out
 
 
+def _normalise_condition(condition: Any) -> Any:
+    """Normalise a condition at construction; a malformed one is kept as given and rejected by ``Space``
+    (which knows the parameter's name for the message)."""
+    try:
+        return _check_condition("?", condition)
+    except SpaceError:
+        return condition
+
+
+def _repr_param(p: Param, args: list[str], defaults: dict[str, Any]) -> str:
+    for attr, default in defaults.items():
+        value = getattr(p, attr)
+        if value != default or type(value) is not type(default):
+            args.append(f"{attr}={value!r}")
+    if p.condition:
+        args.append(f"condition={ {k: list(v) for k, v in p.condition.items()}!r}")
+    return f"{type(p).__name__}({', '.join(args)})"
+
+
 @dataclass(frozen=True)
 class Param:
     """Base class of parameters. ``condition`` maps parent names to the values that activate this one."""
 
-    condition: dict[str, tuple[Any, ...]] | None = field(default=None, kw_only=True)
+    condition: Mapping[str, Sequence[Any]] | None = field(default=None, kw_only=True)
 
     @property
     def is_finite(self) -> bool:
@@ -99,7 +119,10 @@ class Int(Param):
     log: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "condition", _check_condition("?", self.condition))
+        object.__setattr__(self, "condition", _normalise_condition(self.condition))
+
+    def __repr__(self) -> str:
+        return _repr_param(self, [repr(self.low), repr(self.high)], {"step": 1, "log": False})
 
     def _validate(self, name: str) -> None:
         for attr in ("low", "high", "step"):
@@ -145,7 +168,10 @@ class Float(Param):
     step: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "condition", _check_condition("?", self.condition))
+        object.__setattr__(self, "condition", _normalise_condition(self.condition))
+
+    def __repr__(self) -> str:
+        return _repr_param(self, [repr(self.low), repr(self.high)], {"log": False, "step": None})
 
     def _validate(self, name: str) -> None:
         for attr in ("low", "high"):
@@ -162,7 +188,9 @@ class Float(Param):
             if not (self.step > 0 and math.isfinite(self.step)):
                 raise SpaceError(f"parameter {name!r}: Float step must be > 0, got {self.step}")
             if (self.high - self.low) / self.step + 1 > MAX_FINITE_VALUES:
-                raise SpaceError(f"parameter {name!r}: more than {MAX_FINITE_VALUES} values; use a larger step")
+                raise SpaceError(
+                    f"parameter {name!r}: more than {MAX_FINITE_VALUES} values; use a larger step"
+                )
 
     @property
     def is_finite(self) -> bool:
@@ -192,7 +220,9 @@ class Float(Param):
             enc = self.encoded()
             i = int(np.argmin(np.abs(enc - v)))
             if abs(enc[i] - v) > tol:
-                raise SpaceError(f"{v} is not on the grid of Float({self.low}, {self.high}, step={self.step})")
+                raise SpaceError(
+                    f"{v} is not on the grid of Float({self.low}, {self.high}, step={self.step})"
+                )
             return float(enc[i])
         return v
 
@@ -211,22 +241,26 @@ class Categorical(Param):
 
     def __init__(self, choices: Sequence[Any], *, condition: Condition | None = None) -> None:
         object.__setattr__(self, "choices", tuple(choices))
-        object.__setattr__(self, "condition", _check_condition("?", condition))
+        object.__setattr__(self, "condition", _normalise_condition(condition))
+
+    def __repr__(self) -> str:
+        return _repr_param(self, [repr(list(self.choices))], {})
 
     def _validate(self, name: str) -> None:
         if not self.choices:
             raise SpaceError(f"parameter {name!r}: Categorical needs at least one choice")
-        seen: list[Any] = []
+        seen: set[tuple[type, Any]] = set()  # (type, value): 1, 1.0 and True are distinct choices
         for c in self.choices:
             if not (c is None or isinstance(c, bool | int | float | str)):
                 raise SpaceError(
-                    f"parameter {name!r}: choice {c!r} is a {type(c).__name__}; use numbers, strings, bools or None"
+                    f"parameter {name!r}: choice {c!r} is a {type(c).__name__}; "
+                    "use numbers, strings, bools or None"
                 )
             if isinstance(c, float) and not math.isfinite(c):
                 raise SpaceError(f"parameter {name!r}: choice {c!r} is not finite")
-            if any(type(c) is type(s) and c == s for s in seen):
+            if (type(c), c) in seen:
                 raise SpaceError(f"parameter {name!r}: duplicate choice {c!r}")
-            seen.append(c)
+            seen.add((type(c), c))
 
     @property
     def numeric(self) -> bool:
@@ -255,11 +289,14 @@ class Categorical(Param):
         return np.arange(len(self.choices), dtype=np.int64)
 
     def encode(self, value: Any) -> int | float:
+        numeric = self.numeric  # O(n): computed once, not per choice
         for i, c in enumerate(self.choices):
-            if type(c) is type(value) and c == value or (
-                self.numeric and isinstance(value, int | float | np.integer | np.floating) and c == value
+            if (
+                type(c) is type(value)
+                and c == value
+                or (numeric and isinstance(value, int | float | np.integer | np.floating) and c == value)
             ):
-                return (int(c) if self.sort == "int" else float(c)) if self.numeric else i
+                return (int(c) if self.sort == "int" else float(c)) if numeric else i
         raise SpaceError(f"{value!r} is not one of the choices {list(self.choices)}")
 
     def decode(self, number: Any) -> Any:
@@ -274,6 +311,8 @@ class Categorical(Param):
 class _Vars:
     """Attribute access to the symbolic variables of a space: ``space.vars.width``."""
 
+    _table: Mapping[str, Expr]
+
     def __init__(self, table: Mapping[str, Expr]) -> None:
         object.__setattr__(self, "_table", table)
 
@@ -281,7 +320,9 @@ class _Vars:
         try:
             return self._table[name]  # type: ignore[no-any-return]
         except KeyError:
-            raise AttributeError(f"no parameter {name!r} in the space; parameters: {list(self._table)}") from None
+            raise AttributeError(
+                f"no parameter {name!r} in the space; parameters: {list(self._table)}"
+            ) from None
 
     def __getitem__(self, name: str) -> Expr:
         return self.__getattr__(name)
@@ -321,6 +362,8 @@ class Space(Mapping[str, Param]):
 
     def _check_conditions(self) -> None:
         for name, p in self._params.items():
+            if p.condition is not None:
+                object.__setattr__(p, "condition", _check_condition(name, p.condition))
             for parent, values in (p.condition or {}).items():
                 if parent not in self._params:
                     raise SpaceError(
@@ -329,11 +372,18 @@ class Space(Mapping[str, Param]):
                     )
                 if parent == name:
                     raise SpaceError(f"parameter {name!r}: a condition cannot refer to itself")
+                if not self._params[parent].is_finite:
+                    raise SpaceError(
+                        f"parameter {name!r}: condition on {parent!r}, a continuous Float; conditions need a "
+                        f"finite parent (Int, Categorical or Float with step)"
+                    )
                 for v in values:
                     try:
                         self._params[parent].encode(v)
                     except SpaceError as err:
-                        raise SpaceError(f"parameter {name!r}: condition value for {parent!r}: {err}") from None
+                        raise SpaceError(
+                            f"parameter {name!r}: condition value for {parent!r}: {err}"
+                        ) from None
         self._order: list[str] = []
         state: dict[str, int] = {}
 
@@ -352,6 +402,9 @@ class Space(Mapping[str, Param]):
             visit(n, ())
 
     # -- Mapping --------------------------------------------------------------------------------
+    def __contains__(self, name: object) -> bool:
+        return name in self._params
+
     def __getitem__(self, name: str) -> Param:
         try:
             return self._params[name]
@@ -412,7 +465,9 @@ class Space(Mapping[str, Param]):
         out: dict[str, Any] = {}
         for name, value in config.items():
             if name not in self._params:
-                raise SpaceError(f"unknown parameter {name!r} in configuration; parameters: {list(self._params)}")
+                raise SpaceError(
+                    f"unknown parameter {name!r} in configuration; parameters: {list(self._params)}"
+                )
             p = self._params[name]
             try:
                 out[name] = p.decode(p.encode(value)) if p.is_finite else float(p.encode(value))

@@ -112,6 +112,22 @@ def test_continuous_parameters_in_constraints_go_to_z3() -> None:
         p.count()
 
 
+def test_z3_unknown_never_removes_a_value() -> None:
+    space = ds.Space({"n": ds.Int(1, 4), "x": ds.Float(0.0, 10.0), "y": ds.Float(0.0, 10.0)})
+    v = space.vars
+    p = ds.Problem(space).require(v.x * v.x * v.y * v.n - v.y * v.y * v.x * 3 >= 7.123456789, name="hard")
+    p.z3_timeout_ms = 1
+    lo, hi = p._c().domain.root()
+    roots = np.repeat(lo, 4, axis=0), np.repeat(hi, 4, axis=0)
+    roots[0][:, 0] = roots[1][:, 0] = np.arange(4)
+    status, _ = p._c().engine.exists(*roots)
+    assert (status == -1).any()  # Z3 could not decide some values in 1 ms ...
+    assert p.feasible_values("n") == [1, 2, 3, 4]  # ... and they are kept
+    p.z3_timeout_ms = 10_000
+    p._compiled = None
+    assert p.feasible_values("n") == [1, 2, 3, 4]  # and truly feasible (x = 10, y = 0.1 works)
+
+
 def test_maximize_with_given_and_conditions() -> None:
     space = ds.Space(
         {

@@ -53,8 +53,15 @@ class Engine:
     part cannot see (Python predicates), or None. ``mask`` arguments select a subset of constraints.
     """
 
-    def __init__(self, domain: Domain, constraints: Sequence[Expr], opaque: Predicate | None = None) -> None:
+    def __init__(
+        self,
+        domain: Domain,
+        constraints: Sequence[Expr],
+        opaque: Predicate | None = None,
+        z3_timeout_ms: int = 2000,
+    ) -> None:
         self.domain = domain
+        self.z3_timeout_ms = z3_timeout_ms
         self.constraints = list(constraints)
         self.opaque = opaque
         box = {
@@ -114,7 +121,6 @@ class Engine:
         hi: np.ndarray,
         mask: np.ndarray | None = None,
         max_boxes: int = 200_000,
-        z3_timeout_ms: int = 2000,
     ) -> tuple[np.ndarray, np.ndarray]:
         """For each root box: 1 feasible, 0 infeasible, -1 unknown; and a witness point per root.
 
@@ -169,7 +175,7 @@ class Engine:
             surely, possibly = self.bounds(blo, bhi, mask)
             alive = possibly
             if needs_z3:
-                self._z3_leaves(blo, bhi, rid, alive, mask, status, witness, settled, z3_timeout_ms)
+                self._z3_leaves(blo, bhi, rid, alive, mask, status, witness, settled, self.z3_timeout_ms)
                 continue
             full = surely & ~nb.undecided & alive
             if self.opaque is None and full.any():

@@ -1,7 +1,10 @@
 """Z3 backend: the same constraints as SMT terms, for what bounds and enumeration cannot settle.
 
-Finite domains are encoded as ``lo <= x <= hi`` plus a divisibility constraint for arithmetic
-progressions (``Int(16, 512, step=16)``) and as a disjunction of equalities otherwise. Constraints are
+Finite domains have three encodings (``encoding=``): ``"range"`` (default; ``lo <= x <= hi`` plus a
+divisibility constraint for arithmetic progressions such as ``Int(16, 512, step=16)``, a disjunction
+otherwise), ``"disjunction"`` (``x == v1 or x == v2 ...``) and ``"onehot"`` (one Boolean per value,
+exactly one true, ``x`` their weighted sum: pseudo-Boolean). ``benchmarks/solver_perf.py`` compares
+them; the default was the fastest there. Constraints are
 guarded by assumption literals, so any subset can be checked and an unsatisfiable subset (unsat core)
 extracted from one incremental solver.
 """
@@ -19,11 +22,17 @@ from ._boxes import Domain
 __all__ = ["Z3Backend"]
 
 
+ENCODINGS = ("range", "disjunction", "onehot")
+
+
 class Z3Backend:
-    def __init__(self, domain: Domain, constraints: Sequence[Expr]) -> None:
+    def __init__(self, domain: Domain, constraints: Sequence[Expr], encoding: str = "range") -> None:
         import z3
 
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown Z3 encoding {encoding!r}; use one of {ENCODINGS}")
         self._z3 = z3
+        self.encoding = encoding
         self.domain = domain
         self.vars: dict[str, Any] = {}
         for d, n in enumerate(domain.names):
@@ -39,15 +48,27 @@ class Z3Backend:
             self.solver.add(z3.Implies(g, t))
         for n, (a, b) in domain.continuous.items():
             self.solver.add(self.vars[n] >= a, self.vars[n] <= b)
+        self.onehot: list[list[Any]] = []
+        if encoding == "onehot":
+            for d, n in enumerate(domain.names):
+                bits = [z3.Bool(f"__{n}={j}") for j in range(len(domain.values[d]))]
+                self.onehot.append(bits)
+                self.solver.add(z3.PbEq([(b, 1) for b in bits], 1))
+                self.solver.add(
+                    self.vars[n] == z3.Sum([z3.If(b, _num(z3, v), 0) for b, v in zip(bits, domain.values[d])])
+                )
 
     def _range(self, d: int, lo: int, hi: int) -> Any:
         z3 = self._z3
         x = self.vars[self.domain.names[d]]
         vals = self.domain.values[d][lo : hi + 1]
+        if self.encoding == "onehot":
+            bits = self.onehot[d]
+            return z3.And(*[z3.Not(b) for j, b in enumerate(bits) if not lo <= j <= hi] or [z3.BoolVal(True)])
         if len(vals) == 1:
             return x == _num(z3, vals[0])
         steps = np.diff(vals)
-        if vals.dtype.kind in "iu" and np.all(steps == steps[0]):
+        if self.encoding == "range" and vals.dtype.kind in "iu" and np.all(steps == steps[0]):
             step = int(steps[0])
             base = [x >= int(vals[0]), x <= int(vals[-1])]
             if step > 1:

@@ -1,0 +1,114 @@
+"""Cost expressions of a symbolic network and their attachment to a Problem.
+
+Costs (all symbolic, over the space's variables; whole batch as the network is built):
+
+* ``params``: trainable parameters; ``weight_bytes = params * bytes(dtype)``;
+* ``flops``: forward FLOPs, 1 multiply-add = 2 FLOPs, matmul-like kernels only (conv, linear,
+  matmul/bmm, attention, LSTM/GRU) - exactly ``FlopCounterMode`` on the meta device; ``macs = flops/2``;
+* ``train_flops = 3 * flops``: backward of a matmul-like op costs two of its forward (input and
+  weight gradients; the first layer's input gradient included, as when inputs require grad);
+* ``activation_bytes``: activations saved for backward (an estimate), ``bytes_moved``: bytes read and
+  written by all ops (for a roofline model), ``other_ops``: elementwise/norm/pool arithmetic (not FLOPs).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..expr import Expr
+from ..graph import GraphError, Network
+from ._budget import Budget, CostModelUnavailable
+
+__all__ = ["cost_expressions", "attach", "build_network"]
+
+log = logging.getLogger("dnnsat.cost")
+
+
+def cost_expressions(net: Network, budget: Budget | None = None) -> dict[str, Expr]:
+    """Named cost expressions of ``net`` (see the module docstring for conventions)."""
+    b = (budget or Budget()).dtype_bytes
+    c = net.costs()
+    return {
+        "params": c["params"],
+        "weight_bytes": b * c["params"],
+        "flops": c["flops"],
+        "macs": c["macs"],
+        "train_flops": 3 * c["flops"],
+        "activation_bytes": b * c["saved"],
+        "bytes_moved": b * c["io"],
+        "other_ops": c["ops"],
+    }
+
+
+def build_network(model: Any, space: Any) -> Network:
+    """Call ``model(space.vars)`` (or take a ready Network) and check its result."""
+    net = model if isinstance(model, Network) else model(space.vars)
+    if not isinstance(net, Network):
+        raise TypeError(
+            f"model must return a dnnsat Network (end the build function with `return net.output(x)`), "
+            f"got {type(net).__name__}"
+        )
+    return net
+
+
+def _box(space: Any) -> dict[str, tuple[Any, Any]]:
+    box = {}
+    for name in space:
+        p = space[name]
+        lo, hi = p.bounds()
+        box[name] = (lo, hi)
+    return box
+
+
+def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
+    """Build ``model`` over ``problem.space``, add its costs, validity rules and the budget's limits.
+
+    Validity rules are named ``"<op>#<position>: <rule>"``; budget limits are named after the cost
+    (``"params"``, ``"flops"``, ...). A rule that fails for every configuration of an always-active op
+    raises :class:`~dnnsat.graph.GraphError` here, naming the op, its position and the rule.
+    """
+    budget = budget if budget is not None else Budget()
+    if not isinstance(budget, Budget):
+        raise TypeError(f"budget must be a dnnsat Budget, got {type(budget).__name__}")
+    for name in ("memory", "latency"):
+        if getattr(budget, name) is not None:
+            raise CostModelUnavailable(
+                f"a {name} budget needs the {name} cost model, which is not available in this version yet; "
+                f"constrain params, weight_bytes or flops instead"
+            )
+    if model is None:
+        if budget.limits():
+            raise ValueError("a Budget needs a model (Problem(space, model=build, budget=...))")
+        return None
+    space = problem.space
+    net = build_network(model, space)
+    train = budget.train
+    box = _box(space)
+    net.check_always_false(box, train=train)
+    problem.network = net
+    exprs = cost_expressions(net, budget)
+    for name, e in exprs.items():
+        problem.add_cost(name, e)
+    checks = [(name, e) for name, e in net.checks(train) if not (e.is_const and e.value)]
+    if checks:
+        from ..expr import interval
+
+        bounds = interval([e for _, e in checks], box)
+        kept = [(name, e) for name, e in checks if not bounds[id(e)][0]]  # drop rules true everywhere
+        log.debug(
+            "attach: %d validity rules, %d provably true everywhere", len(checks), len(checks) - len(kept)
+        )
+        for name, e in kept:
+            problem.require(e, name=name)
+    for name, limit in budget.limits().items():
+        problem.require(exprs[name] <= limit, name=name)
+    return net
+
+
+def check_network(net: Network, space: Any, train: bool = True) -> None:
+    """Raise :class:`GraphError` if an always-active rule of ``net`` fails everywhere on ``space``."""
+    try:
+        net.check_always_false(_box(space), train=train)
+    except GraphError:
+        raise

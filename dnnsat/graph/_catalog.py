@@ -1,0 +1,901 @@
+"""The operator catalog: one small registered entry per operator.
+
+Each entry is a shape/cost rule ``infer(inputs, attrs) -> OpInfo`` over symbolic shapes (tuples of
+:class:`~dnnsat.expr.Expr`) plus, right below it, the PyTorch module that materializes it (torch is
+imported lazily inside those functions only). Adding an operator = one ``@op`` entry here (and, for
+convenience, a thin method on :class:`~dnnsat.graph.Network`; ``net.apply(name, inputs, **attrs)``
+works for every entry without one).
+
+Counting conventions (per operator, whole batch as built):
+
+* ``params``: trainable parameters, as ``sum(p.numel() for p in module.parameters())``.
+* ``macs``: multiply-accumulates of matmul-like kernels (conv, conv-transpose, linear, matmul/bmm,
+  attention scores and values, LSTM/GRU gates); bias additions are not counted.
+* ``flops``: ``2 * macs`` - exactly what ``torch.utils.flop_counter.FlopCounterMode`` reports for a
+  forward pass on the meta device. Elementwise ops, norms, pooling, softmax and embedding lookups
+  count 0 there; their arithmetic is in ``ops``.
+* ``ops``: our estimate of the other arithmetic (1 per output element for activations, add/mul and
+  pooling windows, 5 per element for norms, 3 for softmax); not checked against PyTorch.
+* ``saved``: elements of activation tensors kept for backward, counted per op as PyTorch's saved-tensor
+  hooks see them (parameters excluded; int64 indices count 2, i.e. float32-sized units); an estimate,
+  audited against the hooks, not exact (attention assumes a fused kernel; RNNs are approximate).
+* ``io``: elements read and written (inputs + outputs + parameters), for a roofline latency model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..expr import Const, Expr, ExprLike, all_, as_expr, maximum, where
+
+__all__ = ["Shape", "Check", "OpInfo", "OpDef", "CATALOG", "op", "prod", "Attrs", "lin", "eq", "divides"]
+
+Shape = tuple[Expr, ...]
+
+
+def prod(xs: Sequence[ExprLike]) -> Expr:
+    """Product of dimensions (``1`` for none)."""
+    out: Expr = Const(1)
+    for x in xs:
+        out = out * as_expr(x)
+    return out
+
+
+@dataclass(frozen=True)
+class Check:
+    """A validity rule of one operator: ``expr`` must hold (``train_only``: only when training)."""
+
+    rule: str
+    expr: Expr
+    train_only: bool = False
+
+
+@dataclass
+class OpInfo:
+    """What the catalog says about one operator application (all symbolic, element counts)."""
+
+    outputs: list[Shape]
+    checks: list[Check] = field(default_factory=list)
+    params: Expr = field(default_factory=lambda: Const(0))
+    macs: Expr = field(default_factory=lambda: Const(0))
+    ops: Expr = field(default_factory=lambda: Const(0))
+    saved: Expr = field(default_factory=lambda: Const(0))
+    io: Expr | None = None  # default: inputs + outputs + params
+
+    @property
+    def flops(self) -> Expr:
+        return 2 * self.macs
+
+
+class Attrs(dict):  # type: ignore[type-arg]
+    """Operator attributes with attribute access (symbolic Exprs at build time, numbers when concrete)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+InferFn = Callable[[list[Shape], Attrs], OpInfo]
+TorchFn = Callable[[Attrs, list[tuple[int, ...]]], Any]
+
+
+@dataclass
+class OpDef:
+    """A catalog entry: the symbolic rule and the PyTorch materializer of one operator."""
+
+    name: str
+    infer: InferFn
+    arity: int | None  # number of tensor inputs (None: variadic)
+    build: TorchFn | None = None
+
+    def torch(self, fn: TorchFn) -> TorchFn:
+        """Decorator registering the PyTorch materializer ``fn(attrs, input_shapes) -> nn.Module``."""
+        self.build = fn
+        return fn
+
+
+CATALOG: dict[str, OpDef] = {}
+
+
+def op(name: str, arity: int | None = 1) -> Callable[[InferFn], OpDef]:
+    """Register ``infer`` as the catalog entry ``name``."""
+
+    def deco(fn: InferFn) -> OpDef:
+        if name in CATALOG:
+            raise ValueError(f"operator {name!r} is registered twice")
+        entry = OpDef(name, fn, arity)
+        CATALOG[name] = entry
+        return entry
+
+    return deco
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+
+_KEYS: dict[int, str] = {}
+
+
+def _skey(e: Expr) -> str:
+    """A stable structural key of an (interned) expression, for canonical term order."""
+    k = _KEYS.get(id(e))
+    if k is None:
+        import hashlib
+
+        raw = f"{e.op}|{e.payload!r}|{e.sort}|" + ",".join(_skey(a) for a in e.args)
+        k = hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
+        _KEYS[id(e)] = k
+    return k
+
+
+def _collect(e: Expr, coef: int, terms: dict[int, list[Any]], const: list[int]) -> None:
+    if e.op == "const":
+        const[0] += coef * e.payload
+    elif e.op == "add":
+        _collect(e.args[0], coef, terms, const)
+        _collect(e.args[1], coef, terms, const)
+    elif e.op == "sub":
+        _collect(e.args[0], coef, terms, const)
+        _collect(e.args[1], -coef, terms, const)
+    elif e.op == "neg":
+        _collect(e.args[0], -coef, terms, const)
+    elif e.op == "mul" and e.args[0].op == "const":
+        _collect(e.args[1], coef * e.args[0].payload, terms, const)
+    else:
+        slot = terms.setdefault(id(e), [e, 0])
+        slot[1] += coef
+
+
+def lin(x: ExprLike) -> Expr:
+    """Canonical form of an integer sum: ``c + a*t1 + b*t2 ...`` with terms in a stable order.
+
+    Makes ``(h + 2*1 - 1*(3 - 1) - 1) // 1 + 1`` the node ``h`` itself, so equal shapes intern to
+    the same node and ``where``/equality checks fold.
+    """
+    e = as_expr(x)
+    if e.sort != "int" or e.op not in ("add", "sub", "neg", "mul"):
+        return e
+    terms: dict[int, list[Any]] = {}
+    const = [0]
+    _collect(e, 1, terms, const)
+    out: Expr | None = None
+    for t, c in sorted(terms.values(), key=lambda tc: _skey(tc[0])):
+        if c == 0:
+            continue
+        term = t if c == 1 else (-t if c == -1 else c * t)
+        if out is None:
+            out = term
+        elif c < 0 and c != -1:
+            out = out - (-c) * t
+        elif c == -1:
+            out = out - t
+        else:
+            out = out + term
+    if out is None:
+        return Const(const[0])
+    return out + const[0] if const[0] > 0 else (out - (-const[0]) if const[0] < 0 else out)
+
+
+def eq(p: Expr, q: Expr) -> Expr:
+    """``p == q`` folded to ``True`` when both are the same canonical node."""
+    p, q = lin(p), lin(q)
+    return Const(True) if p is q else p == q
+
+
+def divides(g: Expr, c: Expr) -> Expr:
+    """``g >= 1 and g divides c`` (folds to True for ``g == 1``)."""
+    g, c = as_expr(g), lin(c)
+    if g.is_const and g.value == 1:
+        return Const(True)
+    terms: dict[int, list[Any]] = {}
+    const = [0]
+    _collect(c, 1, terms, const)
+    if const[0] == 0 and len(terms) == 1:
+        ((t, k),) = terms.values()
+        if lin(t) is lin(g) and isinstance(k, int) and k >= 1:
+            return g >= 1  # c == k * g
+    return (g >= 1) & (lin(c - c // g * g) == 0)
+
+
+def _numel(s: Shape) -> Expr:
+    return prod(s)
+
+
+def _ge1(rule: str, *dims: Expr) -> Check:
+    return Check(rule, all_(d >= 1 for d in dims))
+
+
+def _fn_module(fn: Callable[..., Any]) -> Any:
+    """Wrap a function of tensors as an ``nn.Module`` (no parameters)."""
+    import torch.nn as nn
+
+    class Fn(nn.Module):
+        def forward(self, *xs: Any) -> Any:
+            return fn(*xs)
+
+    return Fn()
+
+
+def conv_out(size: Expr, k: Expr, s: Expr, p: Expr, d: Expr) -> Expr:
+    """Output length of a convolution/pooling window (floor mode)."""
+    return lin(lin(size + 2 * p - d * (k - 1) - 1) // s + 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# sources
+
+
+@op("input", arity=0)
+def _input(ins: list[Shape], a: Attrs) -> OpInfo:
+    return OpInfo([a.shape], checks=[_ge1("dimensions are positive", *a.shape)], io=Const(0))
+
+
+@op("parameter", arity=0)
+def _parameter(ins: list[Shape], a: Attrs) -> OpInfo:
+    """A learned tensor (e.g. a positional embedding table)."""
+    return OpInfo([a.shape], params=_numel(a.shape), io=_numel(a.shape))
+
+
+@_parameter.torch
+def _parameter_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+    import torch.nn as nn
+
+    class Param(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.empty(tuple(a.shape)))
+
+        def forward(self) -> Any:
+            return self.weight
+
+    return Param()
+
+
+# ------------------------------------------------------------------------------------------------
+# convolutions
+
+
+def _conv_infer(nd: int) -> InferFn:
+    def infer(ins: list[Shape], a: Attrs) -> OpInfo:
+        (x,) = ins
+        b, cin, sp = x[0], x[1], x[2:]
+        k, s, d, g, cout = a.kernel_size, a.stride, a.dilation, a.groups, a.out_channels
+        checks = [
+            Check("groups divide in_channels", divides(g, cin)),
+            Check("groups divide out_channels", divides(g, cout)),
+            _ge1("kernel, stride, dilation are positive", *k, *s, *d),
+        ]
+        if isinstance(a.padding, str):
+            if a.padding == "same":
+                checks.append(Check("padding='same' needs stride 1", all_(si == 1 for si in s)))
+                out = tuple(sp)
+            else:  # valid
+                out = tuple(conv_out(sp[i], k[i], s[i], Const(0), d[i]) for i in range(nd))
+            pad: tuple[Expr, ...] = tuple(Const(0) for _ in range(nd))
+        else:
+            pad = a.padding
+            checks.append(Check("padding is non-negative", all_(p >= 0 for p in pad)))
+            out = tuple(conv_out(sp[i], k[i], s[i], pad[i], d[i]) for i in range(nd))
+        if a.padding != "same":
+            checks.append(
+                Check(
+                    "kernel fits padded input",
+                    all_(sp[i] + 2 * pad[i] >= d[i] * (k[i] - 1) + 1 for i in range(nd)),
+                )
+            )
+        y = (b, cout, *out)
+        params = cout * (cin // g) * prod(k) + (cout if a.bias else 0)
+        macs = b * prod(out) * cout * (cin // g) * prod(k)
+        return OpInfo(
+            [y], checks, params=params, macs=macs, ops=_numel(y) if a.bias else Const(0), saved=_numel(x)
+        )
+
+    return infer
+
+
+def _conv_torch(nd: int) -> TorchFn:
+    def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+        import torch.nn as nn
+
+        cls = {1: nn.Conv1d, 2: nn.Conv2d}[nd]
+        return cls(
+            shapes[0][1],
+            a.out_channels,
+            a.kernel_size,
+            stride=a.stride,
+            padding=a.padding,
+            dilation=a.dilation,
+            groups=a.groups,
+            bias=a.bias,
+        )
+
+    return build
+
+
+for _nd in (1, 2):
+    op(f"conv{_nd}d")(_conv_infer(_nd)).torch(_conv_torch(_nd))
+
+
+@op("conv_transpose2d")
+def _conv_transpose2d(ins: list[Shape], a: Attrs) -> OpInfo:
+    (x,) = ins
+    b, cin, sp = x[0], x[1], x[2:]
+    k, s, p, op_, d, g, cout = (
+        a.kernel_size,
+        a.stride,
+        a.padding,
+        a.output_padding,
+        a.dilation,
+        a.groups,
+        a.out_channels,
+    )
+    out = tuple(lin((sp[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op_[i] + 1) for i in range(2))
+    checks = [
+        Check("groups divide in_channels", divides(g, cin)),
+        Check("groups divide out_channels", divides(g, cout)),
+        _ge1("kernel, stride, dilation are positive", *k, *s, *d),
+        Check("padding is non-negative", all_(pi >= 0 for pi in p)),
+        Check(
+            "output_padding smaller than stride or dilation",
+            all_((op_[i] >= 0) & ((op_[i] < s[i]) | (op_[i] < d[i])) for i in range(2)),
+        ),
+        _ge1("output size is positive", *out),
+    ]
+    y = (b, cout, *out)
+    params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
+    macs = b * prod(sp) * cin * (cout // g) * prod(k)
+    return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x))
+
+
+@_conv_transpose2d.torch
+def _conv_transpose2d_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    # the CPU/CUDA kernels reject this, the meta kernel does not: mirror the real devices
+    if not all(o < s or o < d for o, s, d in zip(a.output_padding, a.stride, a.dilation)):
+        raise ValueError("output padding must be smaller than either stride or dilation")
+    return nn.ConvTranspose2d(
+        shapes[0][1],
+        a.out_channels,
+        a.kernel_size,
+        stride=a.stride,
+        padding=a.padding,
+        output_padding=a.output_padding,
+        dilation=a.dilation,
+        groups=a.groups,
+        bias=a.bias,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# dense
+
+
+@op("linear")
+def _linear(ins: list[Shape], a: Attrs) -> OpInfo:
+    (x,) = ins
+    fin, fout = x[-1], a.out_features
+    y = (*x[:-1], fout)
+    rows = prod(x[:-1])
+    params = fin * fout + (fout if a.bias else 0)
+    return OpInfo([y], params=params, macs=rows * fin * fout, saved=_numel(x))
+
+
+@_linear.torch
+def _linear_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.Linear(shapes[0][-1], a.out_features, bias=a.bias)
+
+
+def _broadcast(x: Shape, y: Shape) -> tuple[Shape, Expr]:
+    """NumPy/PyTorch broadcasting of two shapes: (result, compatibility condition)."""
+    n = max(len(x), len(y))
+    xs = (Const(1),) * (n - len(x)) + tuple(x)
+    ys = (Const(1),) * (n - len(y)) + tuple(y)
+    ok = all_(eq(p, q) | (p == 1) | (q == 1) for p, q in zip(xs, ys))
+    return tuple(_bdim(p, q) for p, q in zip(xs, ys)), ok
+
+
+def _bdim(p: Expr, q: Expr) -> Expr:
+    if p is q or (q.is_const and q.value == 1):
+        return p
+    if p.is_const and p.value == 1:
+        return q
+    return where(p == 1, q, p)
+
+
+@op("matmul", arity=2)
+def _matmul(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``torch.matmul`` for operands of rank >= 2 (batch dimensions broadcast)."""
+    x, y = ins
+    batch, ok = _broadcast(x[:-2], y[:-2])
+    m, k, k2, n = x[-2], x[-1], y[-2], y[-1]
+    out = (*batch, m, n)
+    checks = [Check("inner dimensions match", eq(k, k2)), Check("batch dimensions broadcast", ok)]
+    return OpInfo([out], checks, macs=prod(batch) * m * k * n, saved=_numel(x) + _numel(y))
+
+
+@_matmul.torch
+def _matmul_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    return _fn_module(torch.matmul)
+
+
+@op("bmm", arity=2)
+def _bmm(ins: list[Shape], a: Attrs) -> OpInfo:
+    x, y = ins
+    out = (x[0], x[1], y[2])
+    checks = [Check("batch sizes match", eq(x[0], y[0])), Check("inner dimensions match", eq(x[2], y[1]))]
+    return OpInfo([out], checks, macs=x[0] * x[1] * x[2] * y[2], saved=_numel(x) + _numel(y))
+
+
+@_bmm.torch
+def _bmm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    return _fn_module(torch.bmm)
+
+
+@op("embedding")
+def _embedding(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Lookup of integer ids ``(...)`` in a ``(num_embeddings, dim)`` table -> ``(..., dim)``."""
+    (x,) = ins
+    y = (*x, a.dim)
+    saved = 2 * _numel(x)  # int64 ids: 8 bytes = 2 float32 elements
+    return OpInfo([y], params=a.num_embeddings * a.dim, saved=saved, io=_numel(x) + 2 * _numel(y))
+
+
+@_embedding.torch
+def _embedding_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.Embedding(a.num_embeddings, a.dim)
+
+
+@op("attention")
+def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Multi-head self-attention on ``(B, S, D)``: q/k/v/out projections + scaled dot-product.
+
+    ``heads`` query heads, ``kv_heads`` key/value heads (grouped-query attention when fewer),
+    ``causal`` masking (FLOPs count the full score matrix, as FlopCounterMode does).
+    """
+    (x,) = ins
+    b, s, d = x
+    h, kvh = a.heads, a.kv_heads
+    hd = d // h
+    kvd = kvh * hd
+    checks = [
+        Check("heads divide model width", divides(h, d)),
+        Check("kv heads divide heads", divides(kvh, h)),
+    ]
+    bias = 1 if a.bias else 0
+    params = 2 * d * d + 2 * d * kvd + bias * (2 * d + 2 * kvd)
+    proj = b * s * d * (2 * d + 2 * kvd)
+    scores = 2 * b * h * s * s * hd
+    # projections' inputs (x three times, attention output once), q, k, v, output, log-sum-exp: what a
+    # fused (flash / memory-efficient) kernel keeps; the meta device's math path also keeps b*h*s*s scores
+    saved = 6 * b * s * d + 2 * b * s * kvd + b * h * s
+    return OpInfo([x], checks, params=params, macs=proj + scores, ops=3 * b * h * s * s, saved=saved)
+
+
+@_attention.torch
+def _attention_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    d = shapes[0][-1]
+    h, kvh = a.heads, a.kv_heads
+    hd = d // h if h > 0 else 0
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q = nn.Linear(d, d, bias=a.bias)
+            self.k = nn.Linear(d, kvh * hd, bias=a.bias)
+            self.v = nn.Linear(d, kvh * hd, bias=a.bias)
+            self.out = nn.Linear(d, d, bias=a.bias)
+
+        def forward(self, x: Any) -> Any:
+            bsz, seq, _ = x.shape
+            q = self.q(x).view(bsz, seq, h, d // h).transpose(1, 2)
+            k = self.k(x).view(bsz, seq, kvh, hd).transpose(1, 2)
+            v = self.v(x).view(bsz, seq, kvh, hd).transpose(1, 2)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=a.causal, enable_gqa=kvh != h)
+            return self.out(y.transpose(1, 2).reshape(bsz, seq, d))
+
+    return Attention()
+
+
+def _rnn_infer(gates: int) -> InferFn:
+    def infer(ins: list[Shape], a: Attrs) -> OpInfo:
+        (x,) = ins
+        b, s, fin = x
+        hdim, layers = a.hidden_size, a.num_layers
+        dirs = 2 if a.bidirectional else 1
+        bias = 2 * gates * hdim if a.bias else 0
+        params: Expr = Const(0)
+        macs: Expr = Const(0)
+        for layer in range(layers):
+            lin = fin if layer == 0 else dirs * hdim
+            params = params + dirs * (gates * hdim * (lin + hdim) + bias)
+            macs = macs + dirs * b * s * gates * hdim * (lin + hdim)
+        y = (b, s, dirs * hdim)
+        saved = layers * dirs * b * s * (fin + (gates + 2) * hdim)
+        checks = [_ge1("hidden size is positive", hdim)]
+        return OpInfo(
+            [y], checks, params=params, macs=macs, ops=layers * dirs * b * s * hdim * 4 * gates, saved=saved
+        )
+
+    return infer
+
+
+def _rnn_torch(kind: str) -> TorchFn:
+    def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+        import torch.nn as nn
+
+        cls = {"lstm": nn.LSTM, "gru": nn.GRU}[kind]
+        rnn = cls(
+            shapes[0][-1],
+            a.hidden_size,
+            num_layers=a.num_layers,
+            bias=a.bias,
+            batch_first=True,
+            bidirectional=a.bidirectional,
+        )
+
+        class RNN(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.rnn = rnn
+
+            def forward(self, x: Any) -> Any:
+                return self.rnn(x)[0]
+
+        return RNN()
+
+    return build
+
+
+op("lstm")(_rnn_infer(4)).torch(_rnn_torch("lstm"))
+op("gru")(_rnn_infer(3)).torch(_rnn_torch("gru"))
+
+
+# ------------------------------------------------------------------------------------------------
+# normalization
+
+
+@op("batchnorm")
+def _batchnorm(ins: list[Shape], a: Attrs) -> OpInfo:
+    """BatchNorm over channel dim 1 of ``(B, C)``, ``(B, C, L)`` or ``(B, C, H, W)``."""
+    (x,) = ins
+    c = x[1]
+    checks = [
+        Check("more than one value per channel (training)", prod((x[0], *x[2:])) > 1, train_only=True),
+    ]
+    saved = _numel(x) + 4 * c  # input + per-channel batch mean, inverse std and running statistics
+    return OpInfo([x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved)
+
+
+@_batchnorm.torch
+def _batchnorm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    cls = nn.BatchNorm2d if len(shapes[0]) == 4 else nn.BatchNorm1d
+    return cls(shapes[0][1], affine=a.affine)
+
+
+@op("layernorm")
+def _layernorm(ins: list[Shape], a: Attrs) -> OpInfo:
+    """LayerNorm over the last ``dims`` dimensions."""
+    (x,) = ins
+    n = prod(x[len(x) - a.dims :])
+    params = (n if a.affine else 0) + (n if a.affine and a.bias else 0)
+    rows = prod(x[: len(x) - a.dims])
+    return OpInfo([x], params=as_expr(params), ops=5 * _numel(x), saved=_numel(x) + 2 * rows)
+
+
+@_layernorm.torch
+def _layernorm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.LayerNorm(shapes[0][len(shapes[0]) - a.dims :], elementwise_affine=a.affine, bias=a.bias)
+
+
+@op("groupnorm")
+def _groupnorm(ins: list[Shape], a: Attrs) -> OpInfo:
+    (x,) = ins
+    c, g = x[1], a.groups
+    checks = [Check("groups divide channels", divides(g, c))]
+    saved = _numel(x) + 2 * x[0] * g  # input + per-group mean and inverse std
+    return OpInfo([x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved)
+
+
+@_groupnorm.torch
+def _groupnorm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.GroupNorm(a.groups, shapes[0][1], affine=a.affine)
+
+
+# ------------------------------------------------------------------------------------------------
+# elementwise
+
+
+def _activation(name: str, saves: str) -> None:
+    def infer(ins: list[Shape], a: Attrs) -> OpInfo:
+        (x,) = ins
+        return OpInfo([x], ops=_numel(x), saved=_numel(x) if saves else Const(0))
+
+    def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+        import torch.nn as nn
+
+        cls = {
+            "relu": nn.ReLU,
+            "gelu": nn.GELU,
+            "silu": nn.SiLU,
+            "sigmoid": nn.Sigmoid,
+            "tanh": nn.Tanh,
+            "hardswish": nn.Hardswish,
+            "relu6": nn.ReLU6,
+        }[name]
+        return cls()
+
+    op(name)(infer).torch(build)
+
+
+for _name, _saves in (
+    ("relu", "out"),
+    ("gelu", "in"),
+    ("silu", "in"),
+    ("sigmoid", "out"),
+    ("tanh", "out"),
+    ("hardswish", "in"),
+    ("relu6", "in"),
+):
+    _activation(_name, _saves)
+
+
+@op("softmax")
+def _softmax(ins: list[Shape], a: Attrs) -> OpInfo:
+    (x,) = ins
+    return OpInfo([x], ops=3 * _numel(x), saved=_numel(x))
+
+
+@_softmax.torch
+def _softmax_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.Softmax(dim=a.dim)
+
+
+@op("dropout")
+def _dropout(ins: list[Shape], a: Attrs) -> OpInfo:
+    (x,) = ins
+    return OpInfo([x], ops=_numel(x), saved=_numel(x))
+
+
+@_dropout.torch
+def _dropout_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.Dropout(a.p)
+
+
+@op("zero")
+def _zero(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x * 0`` (a NAS "none" edge): same shape, no parameters, no counted FLOPs."""
+    (x,) = ins
+    return OpInfo([x], ops=_numel(x))
+
+
+@_zero.torch
+def _zero_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x.mul(0.0))
+
+
+def _binary(name: str) -> None:
+    def infer(ins: list[Shape], a: Attrs) -> OpInfo:
+        x, y = ins
+        out, ok = _broadcast(x, y)
+        saved = _numel(x) + _numel(y) if name == "mul" else Const(0)
+        return OpInfo([out], [Check("shapes broadcast", ok)], ops=_numel(out), saved=saved)
+
+    def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+        import torch
+
+        return _fn_module(torch.add if name == "add" else torch.mul)
+
+    op(name, arity=2)(infer).torch(build)
+
+
+_binary("add")
+_binary("mul")
+
+
+@op("scale")
+def _scale(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Multiply by a constant ``factor``."""
+    (x,) = ins
+    return OpInfo([x], ops=_numel(x))
+
+
+@_scale.torch
+def _scale_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x * a.factor)
+
+
+@op("mean")
+def _mean(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Mean over dimension ``dim`` (removed)."""
+    (x,) = ins
+    y = tuple(d for i, d in enumerate(x) if i != a.dim)
+    return OpInfo([y], ops=_numel(x))
+
+
+@_mean.torch
+def _mean_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x.mean(dim=a.dim))
+
+
+# ------------------------------------------------------------------------------------------------
+# pooling
+
+
+def _pool_infer(kind: str, nd: int) -> InferFn:
+    def infer(ins: list[Shape], a: Attrs) -> OpInfo:
+        (x,) = ins
+        sp = x[2:]
+        k, s, p = a.kernel_size, a.stride, a.padding
+        d = a.dilation if kind == "max" else (Const(1),) * nd
+        out = tuple(conv_out(sp[i], k[i], s[i], p[i], d[i]) for i in range(nd))
+        checks = [
+            _ge1("kernel and stride are positive", *k, *s, *d),
+            Check(
+                "padding at most half the kernel",
+                all_((p[i] >= 0) & (2 * p[i] <= d[i] * (k[i] - 1) + 1) for i in range(nd)),
+            ),
+            _ge1("output size is positive", *out),
+        ]
+        y = (x[0], x[1], *out)
+        saved = _numel(x) + (2 * _numel(y) if kind == "max" else 0)  # input (+ int64 indices)
+        return OpInfo([y], checks, ops=_numel(y) * prod(k), saved=saved)
+
+    return infer
+
+
+def _pool_torch(kind: str, nd: int) -> TorchFn:
+    def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+        import torch.nn as nn
+
+        if kind == "max":
+            mcls: Any = {1: nn.MaxPool1d, 2: nn.MaxPool2d}[nd]
+            return mcls(a.kernel_size, stride=a.stride, padding=a.padding, dilation=a.dilation)
+        acls: Any = {1: nn.AvgPool1d, 2: nn.AvgPool2d}[nd]
+        return acls(a.kernel_size, stride=a.stride, padding=a.padding, count_include_pad=a.count_include_pad)
+
+    return build
+
+
+def _adaptive_infer(kind: str, nd: int) -> InferFn:
+    def infer(ins: list[Shape], a: Attrs) -> OpInfo:
+        (x,) = ins
+        y = (x[0], x[1], *a.output_size)
+        checks = [_ge1("output size is positive", *a.output_size)]
+        saved = _numel(x) + 2 * _numel(y) if kind == "max" else Const(0)
+        return OpInfo([y], checks, ops=_numel(x), saved=saved)
+
+    return infer
+
+
+def _adaptive_torch(kind: str, nd: int) -> TorchFn:
+    def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+        import torch.nn as nn
+
+        cls = {
+            ("avg", 1): nn.AdaptiveAvgPool1d,
+            ("avg", 2): nn.AdaptiveAvgPool2d,
+            ("max", 1): nn.AdaptiveMaxPool1d,
+            ("max", 2): nn.AdaptiveMaxPool2d,
+        }[(kind, nd)]
+        return cls(a.output_size)
+
+    return build
+
+
+for _kind in ("max", "avg"):
+    for _nd in (1, 2):
+        op(f"{_kind}pool{_nd}d")(_pool_infer(_kind, _nd)).torch(_pool_torch(_kind, _nd))
+        op(f"adaptive_{_kind}pool{_nd}d")(_adaptive_infer(_kind, _nd)).torch(_adaptive_torch(_kind, _nd))
+
+
+# ------------------------------------------------------------------------------------------------
+# layout
+
+
+@op("concat", arity=None)
+def _concat(ins: list[Shape], a: Attrs) -> OpInfo:
+    dim = a.dim
+    first = ins[0]
+    checks = [
+        Check(
+            f"other dimensions match (input {j})",
+            all_(eq(p, q) for i, (p, q) in enumerate(zip(first, s)) if i != dim),
+        )
+        for j, s in enumerate(ins[1:], start=1)
+    ]
+    out = tuple(
+        lin(sum((s[dim] for s in ins[1:]), first[dim])) if i == dim else d for i, d in enumerate(first)
+    )
+    return OpInfo([out], checks)
+
+
+@_concat.torch
+def _concat_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    return _fn_module(lambda *xs: torch.cat(xs, dim=a.dim))
+
+
+@op("flatten")
+def _flatten(ins: list[Shape], a: Attrs) -> OpInfo:
+    (x,) = ins
+    lo, hi = a.start_dim, a.end_dim
+    return OpInfo([(*x[:lo], prod(x[lo : hi + 1]), *x[hi + 1 :])], io=Const(0))
+
+
+@_flatten.torch
+def _flatten_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.Flatten(a.start_dim, a.end_dim)
+
+
+@op("reshape")
+def _reshape(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Reshape to ``shape`` (at most one ``-1`` entry, inferred)."""
+    (x,) = ins
+    target = list(a.shape)
+    known = prod([d for d in target if not (d.is_const and d.value == -1)])
+    free = [i for i, d in enumerate(target) if d.is_const and d.value == -1]
+    checks = []
+    if free:
+        target[free[0]] = _numel(x) // known
+        checks.append(
+            Check("element count divisible", (known >= 1) & (_numel(x) - _numel(x) // known * known == 0))
+        )
+    else:
+        checks.append(Check("element count preserved", _numel(x) == known))
+    return OpInfo([tuple(target)], checks, io=Const(0))
+
+
+@_reshape.torch
+def _reshape_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x.reshape(tuple(a.shape)))
+
+
+@op("permute")
+def _permute(ins: list[Shape], a: Attrs) -> OpInfo:
+    (x,) = ins
+    y = tuple(x[i] for i in a.dims)
+    return OpInfo([y], io=2 * _numel(x))
+
+
+@_permute.torch
+def _permute_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x.permute(*a.dims).contiguous())
+
+
+def broadcast_shape(x: Shape, y: Shape) -> Shape:
+    return _broadcast(x, y)[0]
+
+
+def max_dims(x: Shape, y: Shape) -> Shape:
+    return tuple(maximum(p, q) for p, q in zip(x, y))

@@ -1,0 +1,1033 @@
+"""The symbolic network builder: tensors whose shapes are expressions over the space's variables.
+
+A :class:`Network` records operator applications (catalog entries, see :mod:`dnnsat.graph._catalog`)
+in execution order. Each node carries a *gate*: the condition under which it runs (``repeat`` depth
+choices and ``choose`` branches). A gated node's costs are ``where(gate, cost, 0)`` and its validity
+rules become ``~gate | rule``. Structural mistakes (wrong ranks, missing attributes) raise
+:class:`GraphError` at once; a rule that can never hold on an always-active node raises at build time too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..expr import Const, Expr, ExprLike, all_, any_, as_expr, compile_scalar, interval, sum_, where
+from ._catalog import CATALOG, Attrs, Check, OpInfo, Shape, eq, lin, prod
+
+__all__ = ["Network", "Tensor", "Node", "GraphError", "encode_config"]
+
+log = logging.getLogger("dnnsat.graph")
+
+
+class GraphError(ValueError):
+    """A network that cannot be built: the message names the operator, its position and the rule."""
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    """A symbolic tensor: ``shape`` is a tuple of integer expressions."""
+
+    net: Network
+    index: int
+    shape: Shape
+    dtype: str = "float32"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> Expr:
+        return prod(self.shape)
+
+    def __add__(self, other: Tensor) -> Tensor:
+        return self.net.add(self, other)
+
+    def __mul__(self, other: Tensor) -> Tensor:
+        return self.net.mul(self, other)
+
+    def __repr__(self) -> str:
+        return f"Tensor(#{self.index}, shape=({', '.join(str(d) for d in self.shape)}))"
+
+
+@dataclass(eq=False)
+class Node:
+    """One operator application (or a ``select`` merging branches) in execution order."""
+
+    index: int
+    op: str
+    label: str  # "conv2d#3": op name and position, used in constraint names
+    inputs: tuple[int, ...]
+    output: int
+    attrs: Attrs
+    gate: Expr
+    info: OpInfo | None  # None for "select"
+    cases: tuple[tuple[Expr, int], ...] = ()  # select: (condition, tensor index), first true wins
+    same_shape: bool = False  # select made by repeat: active body output must keep the shape
+
+
+@dataclass
+class _Built:
+    """Cached concrete evaluator for a network (used by the PyTorch bridge)."""
+
+    fn: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    layout: list[tuple[str, Any]] = field(default_factory=list)
+
+
+def _tuple(value: Any, n: int, what: str, where_: str) -> tuple[Expr, ...]:
+    if isinstance(value, tuple | list):
+        if len(value) != n:
+            raise GraphError(f"{where_}: {what} needs {n} values, got {len(value)}")
+        return tuple(as_expr(v) for v in value)
+    try:
+        return (as_expr(value),) * n
+    except TypeError:
+        raise GraphError(
+            f"{where_}: {what} must be an int, an expression or a tuple, got {value!r}"
+        ) from None
+
+
+def _int_expr(value: Any, what: str, where_: str) -> Expr:
+    try:
+        e = as_expr(value)
+    except TypeError:
+        raise GraphError(f"{where_}: {what} must be an int or an integer expression, got {value!r}") from None
+    if e.sort != "int":
+        raise GraphError(f"{where_}: {what} must be an integer expression, got {e} of sort {e.sort}")
+    return e
+
+
+class Network:
+    """Builder of a symbolic network. Methods add operators and return the output :class:`Tensor`.
+
+    >>> net = Network()
+    >>> x = net.input((v.batch_size, 3, v.res, v.res))
+    >>> x = net.relu(net.batchnorm(net.conv2d(x, v.width, v.kernel, padding="same")))
+    """
+
+    def __init__(self, name: str = "network") -> None:
+        self.name = name
+        self.nodes: list[Node] = []
+        self.tensors: list[Tensor] = []
+        self.producer: list[int] = []  # tensor index -> node index
+        self.inputs: list[Tensor] = []
+        self.outputs: list[Tensor] = []
+        self.extra_checks: list[tuple[str, Check]] = []  # (label, check) not tied to a catalog op
+        self._gate: Expr = Const(True)
+        self._counts: dict[str, int] = {}
+        self._built: _Built | None = None
+        self.check_sources: dict[str, list[str]] = {}  # constraint name -> ops it covers (see checks())
+
+    # -- core -------------------------------------------------------------------------------------
+    @property
+    def last(self) -> Tensor:
+        """The most recently produced tensor."""
+        if not self.tensors:
+            raise GraphError("the network has no tensor yet: start with net.input(shape)")
+        return self.tensors[-1]
+
+    def _new_tensor(self, shape: Shape, dtype: str, node_index: int) -> Tensor:
+        t = Tensor(self, len(self.tensors), tuple(shape), dtype)
+        self.tensors.append(t)
+        self.producer.append(node_index)
+        return t
+
+    def _label(self, op: str, name: str | None) -> str:
+        return name or f"{op}#{len(self.nodes)}"
+
+    def _check_tensor(self, x: Any, where_: str) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise GraphError(f"{where_}: expected a Tensor of this network, got {type(x).__name__}")
+        if x.net is not self:
+            raise GraphError(f"{where_}: the tensor belongs to another Network")
+        return x
+
+    def apply(self, op: str, inputs: Sequence[Tensor], name: str | None = None, **attrs: Any) -> Tensor:
+        """Apply catalog operator ``op`` to ``inputs`` with already normalised ``attrs``."""
+        if op not in CATALOG:
+            raise GraphError(f"unknown operator {op!r}; the catalog has {sorted(CATALOG)}")
+        entry = CATALOG[op]
+        label = self._label(op, name)
+        if entry.arity is not None and len(inputs) != entry.arity:
+            raise GraphError(f"{label}: takes {entry.arity} input tensor(s), got {len(inputs)}")
+        ins = [self._check_tensor(x, label) for x in inputs]
+        a = Attrs(attrs)
+        try:
+            info = entry.infer([x.shape for x in ins], a)
+        except GraphError:
+            raise
+        except (IndexError, KeyError, AttributeError, TypeError, ValueError) as err:
+            raise GraphError(
+                f"{label}: cannot apply to inputs of shapes {[x.shape for x in ins]}: {err}"
+            ) from err
+        index = len(self.nodes)
+        dtype = "int64" if op == "input" and attrs.get("dtype") == "int64" else "float32"
+        out = self._new_tensor(info.outputs[0], dtype, index)
+        node = Node(index, op, label, tuple(x.index for x in ins), out.index, a, self._gate, info)
+        self.nodes.append(node)
+        self._built = None
+        for check in info.checks:
+            self._static_check(label, check, self._gate)
+        return out
+
+    def _static_check(self, label: str, check: Check, gate: Expr) -> None:
+        if check.expr.is_const and not check.expr.value and gate.is_const and gate.value:
+            raise GraphError(f"{label}: rule '{check.rule}' can never hold")
+
+    # -- sources ----------------------------------------------------------------------------------
+    def input(self, shape: Sequence[ExprLike], dtype: str = "float32", name: str | None = None) -> Tensor:
+        """A network input of the given shape (``dtype`` ``"float32"`` or ``"int64"`` for token ids)."""
+        if dtype not in ("float32", "int64"):
+            raise GraphError(f"input: dtype must be 'float32' or 'int64', got {dtype!r}")
+        shp = tuple(_int_expr(d, "shape", "input") for d in shape)
+        t = self.apply("input", [], name=name, shape=shp, dtype=dtype)
+        self.inputs.append(t)
+        return t
+
+    def parameter(self, shape: Sequence[ExprLike], name: str | None = None) -> Tensor:
+        """A learned tensor of the given shape (counted in params)."""
+        return self.apply(
+            "parameter", [], name=name, shape=tuple(_int_expr(d, "shape", "parameter") for d in shape)
+        )
+
+    def output(self, *tensors: Tensor) -> Network:
+        """Mark the network outputs; returns the network (so ``build`` can ``return net.output(x)``)."""
+        self.outputs = [self._check_tensor(t, "output") for t in tensors]
+        return self
+
+    # -- convolutions -----------------------------------------------------------------------------
+    def _conv(
+        self,
+        nd: int,
+        x: Tensor,
+        out_channels: ExprLike,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        groups: ExprLike,
+        bias: bool,
+        name: str | None,
+    ) -> Tensor:
+        op = f"conv{nd}d"
+        where_ = self._label(op, name)
+        x = self._check_tensor(x, where_)
+        if x.ndim != nd + 2:
+            raise GraphError(
+                f"{where_}: expects a {nd + 2}-D input (batch, channels, spatial...), got {x.ndim}-D"
+            )
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise GraphError(
+                    f"{where_}: padding must be an int, a tuple, 'same' or 'valid', got {padding!r}"
+                )
+            pad: Any = padding
+        else:
+            pad = _tuple(padding, nd, "padding", where_)
+        return self.apply(
+            op,
+            [x],
+            name=name,
+            out_channels=_int_expr(out_channels, "out_channels", where_),
+            kernel_size=_tuple(kernel_size, nd, "kernel_size", where_),
+            stride=_tuple(stride, nd, "stride", where_),
+            padding=pad,
+            dilation=_tuple(dilation, nd, "dilation", where_),
+            groups=_int_expr(groups, "groups", where_),
+            bias=bool(bias),
+        )
+
+    def conv1d(
+        self,
+        x: Tensor,
+        out_channels: ExprLike,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: ExprLike = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.Conv1d`` on ``(B, C, L)``; ``padding`` may be ``"same"`` (stride 1) or ``"valid"``."""
+        return self._conv(1, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name)
+
+    def conv2d(
+        self,
+        x: Tensor,
+        out_channels: ExprLike,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: ExprLike = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.Conv2d`` on ``(B, C, H, W)``; ``padding`` may be ``"same"`` (stride 1) or ``"valid"``."""
+        return self._conv(2, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name)
+
+    def depthwise(
+        self,
+        x: Tensor,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        multiplier: ExprLike = 1,
+        dilation: Any = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """Depthwise 2-D convolution (``groups = in_channels``, ``out = multiplier * in_channels``)."""
+        c = x.shape[1]
+        return self.conv2d(x, as_expr(multiplier) * c, kernel_size, stride, padding, dilation, c, bias, name)
+
+    def pointwise(
+        self, x: Tensor, out_channels: ExprLike, bias: bool = True, name: str | None = None
+    ) -> Tensor:
+        """1x1 2-D convolution."""
+        return self.conv2d(x, out_channels, 1, bias=bias, name=name)
+
+    def conv_transpose2d(
+        self,
+        x: Tensor,
+        out_channels: ExprLike,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        dilation: Any = 1,
+        groups: ExprLike = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.ConvTranspose2d`` on ``(B, C, H, W)``."""
+        where_ = self._label("conv_transpose2d", name)
+        x = self._check_tensor(x, where_)
+        if x.ndim != 4:
+            raise GraphError(
+                f"{where_}: expects a 4-D input (batch, channels, height, width), got {x.ndim}-D"
+            )
+        return self.apply(
+            "conv_transpose2d",
+            [x],
+            name=name,
+            out_channels=_int_expr(out_channels, "out_channels", where_),
+            kernel_size=_tuple(kernel_size, 2, "kernel_size", where_),
+            stride=_tuple(stride, 2, "stride", where_),
+            padding=_tuple(padding, 2, "padding", where_),
+            output_padding=_tuple(output_padding, 2, "output_padding", where_),
+            dilation=_tuple(dilation, 2, "dilation", where_),
+            groups=_int_expr(groups, "groups", where_),
+            bias=bool(bias),
+        )
+
+    # -- dense ------------------------------------------------------------------------------------
+    def linear(self, x: Tensor, out_features: ExprLike, bias: bool = True, name: str | None = None) -> Tensor:
+        """``nn.Linear`` over the last dimension."""
+        where_ = self._label("linear", name)
+        x = self._check_tensor(x, where_)
+        if x.ndim < 1:
+            raise GraphError(f"{where_}: needs an input with at least one dimension")
+        return self.apply(
+            "linear",
+            [x],
+            name=name,
+            out_features=_int_expr(out_features, "out_features", where_),
+            bias=bool(bias),
+        )
+
+    def matmul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """``torch.matmul`` of operands of rank >= 2 (batch dimensions broadcast)."""
+        where_ = self._label("matmul", name)
+        if self._check_tensor(a, where_).ndim < 2 or self._check_tensor(b, where_).ndim < 2:
+            raise GraphError(f"{where_}: both operands need rank >= 2, got {a.ndim} and {b.ndim}")
+        return self.apply("matmul", [a, b], name=name)
+
+    def bmm(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """``torch.bmm`` of ``(B, N, K)`` and ``(B, K, M)``."""
+        where_ = self._label("bmm", name)
+        if self._check_tensor(a, where_).ndim != 3 or self._check_tensor(b, where_).ndim != 3:
+            raise GraphError(f"{where_}: both operands must be 3-D, got {a.ndim}-D and {b.ndim}-D")
+        return self.apply("bmm", [a, b], name=name)
+
+    def embedding(
+        self, ids: Tensor, num_embeddings: ExprLike, dim: ExprLike, name: str | None = None
+    ) -> Tensor:
+        """``nn.Embedding`` lookup of an ``int64`` tensor of ids."""
+        where_ = self._label("embedding", name)
+        if self._check_tensor(ids, where_).dtype != "int64":
+            raise GraphError(f"{where_}: needs an int64 input of token ids (net.input(shape, dtype='int64'))")
+        return self.apply(
+            "embedding",
+            [ids],
+            name=name,
+            num_embeddings=_int_expr(num_embeddings, "num_embeddings", where_),
+            dim=_int_expr(dim, "dim", where_),
+        )
+
+    def attention(
+        self,
+        x: Tensor,
+        heads: ExprLike,
+        kv_heads: ExprLike | None = None,
+        causal: bool = False,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """Multi-head self-attention on ``(B, S, D)`` (q/k/v/out projections; GQA with ``kv_heads``)."""
+        where_ = self._label("attention", name)
+        if self._check_tensor(x, where_).ndim != 3:
+            raise GraphError(f"{where_}: expects a (batch, sequence, width) input, got {x.ndim}-D")
+        h = _int_expr(heads, "heads", where_)
+        kvh = h if kv_heads is None else _int_expr(kv_heads, "kv_heads", where_)
+        return self.apply(
+            "attention", [x], name=name, heads=h, kv_heads=kvh, causal=bool(causal), bias=bool(bias)
+        )
+
+    def _rnn(
+        self,
+        kind: str,
+        x: Tensor,
+        hidden_size: ExprLike,
+        num_layers: int,
+        bidirectional: bool,
+        bias: bool,
+        name: str | None,
+    ) -> Tensor:
+        where_ = self._label(kind, name)
+        if self._check_tensor(x, where_).ndim != 3:
+            raise GraphError(f"{where_}: expects a (batch, sequence, features) input, got {x.ndim}-D")
+        if not isinstance(num_layers, int) or num_layers < 1:
+            raise GraphError(f"{where_}: num_layers must be a positive int (use repeat for a variable depth)")
+        return self.apply(
+            kind,
+            [x],
+            name=name,
+            hidden_size=_int_expr(hidden_size, "hidden_size", where_),
+            num_layers=num_layers,
+            bidirectional=bool(bidirectional),
+            bias=bool(bias),
+        )
+
+    def lstm(
+        self,
+        x: Tensor,
+        hidden_size: ExprLike,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.LSTM(batch_first=True)`` returning the output sequence ``(B, S, dirs * hidden)``."""
+        return self._rnn("lstm", x, hidden_size, num_layers, bidirectional, bias, name)
+
+    def gru(
+        self,
+        x: Tensor,
+        hidden_size: ExprLike,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.GRU(batch_first=True)`` returning the output sequence ``(B, S, dirs * hidden)``."""
+        return self._rnn("gru", x, hidden_size, num_layers, bidirectional, bias, name)
+
+    # -- normalization ----------------------------------------------------------------------------
+    def batchnorm(self, x: Tensor, affine: bool = True, name: str | None = None) -> Tensor:
+        """``nn.BatchNorm1d/2d`` over channel dimension 1."""
+        where_ = self._label("batchnorm", name)
+        if self._check_tensor(x, where_).ndim not in (2, 3, 4):
+            raise GraphError(f"{where_}: expects a 2-D, 3-D or 4-D input, got {x.ndim}-D")
+        return self.apply("batchnorm", [x], name=name, affine=bool(affine))
+
+    def layernorm(
+        self, x: Tensor, dims: int = 1, affine: bool = True, bias: bool = True, name: str | None = None
+    ) -> Tensor:
+        """``nn.LayerNorm`` over the last ``dims`` dimensions."""
+        where_ = self._label("layernorm", name)
+        if not 1 <= dims <= self._check_tensor(x, where_).ndim:
+            raise GraphError(f"{where_}: dims must be between 1 and {x.ndim}, got {dims}")
+        return self.apply("layernorm", [x], name=name, dims=dims, affine=bool(affine), bias=bool(bias))
+
+    def groupnorm(self, x: Tensor, groups: ExprLike, affine: bool = True, name: str | None = None) -> Tensor:
+        """``nn.GroupNorm`` over channel dimension 1."""
+        where_ = self._label("groupnorm", name)
+        if self._check_tensor(x, where_).ndim < 2:
+            raise GraphError(f"{where_}: expects an input with a channel dimension")
+        return self.apply(
+            "groupnorm", [x], name=name, groups=_int_expr(groups, "groups", where_), affine=bool(affine)
+        )
+
+    # -- elementwise ------------------------------------------------------------------------------
+    def _unary(self, op: str, x: Tensor, name: str | None, **attrs: Any) -> Tensor:
+        return self.apply(op, [x], name=name, **attrs)
+
+    def relu(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("relu", x, name)
+
+    def gelu(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("gelu", x, name)
+
+    def silu(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("silu", x, name)
+
+    def sigmoid(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("sigmoid", x, name)
+
+    def tanh(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("tanh", x, name)
+
+    def hardswish(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("hardswish", x, name)
+
+    def activation(self, kind: Any, x: Tensor) -> Tensor:
+        """An activation chosen by name, or by a categorical variable (``choose`` over its labels)."""
+        if isinstance(kind, str):
+            return self._unary(kind, x, None)
+        labels = kind.payload[1] if isinstance(kind, Expr) and kind.op == "var" else None
+        if not labels:
+            raise GraphError("activation: pass a name or a categorical variable of activation names")
+        return self.choose(kind, {lab: (lambda y, lab=lab: self._unary(lab, y, None)) for lab in labels}, x)
+
+    def relu6(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("relu6", x, name)
+
+    def softmax(self, x: Tensor, dim: int = -1, name: str | None = None) -> Tensor:
+        return self._unary("softmax", x, name, dim=dim)
+
+    def dropout(self, x: Tensor, p: float = 0.1, name: str | None = None) -> Tensor:
+        return self._unary("dropout", x, name, p=float(p))
+
+    def zero(self, x: Tensor, name: str | None = None) -> Tensor:
+        """``x * 0`` (a NAS "none" edge)."""
+        return self._unary("zero", x, name)
+
+    def scale(self, x: Tensor, factor: float, name: str | None = None) -> Tensor:
+        return self._unary("scale", x, name, factor=factor)
+
+    def mean(self, x: Tensor, dim: int, name: str | None = None) -> Tensor:
+        """Mean over ``dim`` (the dimension is removed)."""
+        dim = dim % x.ndim
+        return self._unary("mean", x, name, dim=dim)
+
+    def add(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """Elementwise sum with PyTorch broadcasting (residual connections)."""
+        return self.apply("add", [a, b], name=name)
+
+    def mul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """Elementwise product with PyTorch broadcasting."""
+        return self.apply("mul", [a, b], name=name)
+
+    # -- pooling ----------------------------------------------------------------------------------
+    def _pool(
+        self,
+        kind: str,
+        nd: int,
+        x: Tensor,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        count_include_pad: bool,
+        name: str | None,
+    ) -> Tensor:
+        op = f"{kind}pool{nd}d"
+        where_ = self._label(op, name)
+        if self._check_tensor(x, where_).ndim != nd + 2:
+            raise GraphError(
+                f"{where_}: expects a {nd + 2}-D input (batch, channels, spatial...), got {x.ndim}-D"
+            )
+        k = _tuple(kernel_size, nd, "kernel_size", where_)
+        attrs: dict[str, Any] = dict(
+            kernel_size=k,
+            stride=k if stride is None else _tuple(stride, nd, "stride", where_),
+            padding=_tuple(padding, nd, "padding", where_),
+        )
+        if kind == "max":
+            attrs["dilation"] = _tuple(dilation, nd, "dilation", where_)
+        else:
+            attrs["count_include_pad"] = bool(count_include_pad)
+        return self.apply(op, [x], name=name, **attrs)
+
+    def maxpool2d(
+        self,
+        x: Tensor,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        dilation: Any = 1,
+        name: str | None = None,
+    ) -> Tensor:
+        return self._pool("max", 2, x, kernel_size, stride, padding, dilation, True, name)
+
+    def avgpool2d(
+        self,
+        x: Tensor,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        count_include_pad: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        return self._pool("avg", 2, x, kernel_size, stride, padding, 1, count_include_pad, name)
+
+    def maxpool1d(
+        self,
+        x: Tensor,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        dilation: Any = 1,
+        name: str | None = None,
+    ) -> Tensor:
+        return self._pool("max", 1, x, kernel_size, stride, padding, dilation, True, name)
+
+    def avgpool1d(
+        self,
+        x: Tensor,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        count_include_pad: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        return self._pool("avg", 1, x, kernel_size, stride, padding, 1, count_include_pad, name)
+
+    def _adaptive(self, kind: str, nd: int, x: Tensor, output_size: Any, name: str | None) -> Tensor:
+        op = f"adaptive_{kind}pool{nd}d"
+        where_ = self._label(op, name)
+        if self._check_tensor(x, where_).ndim != nd + 2:
+            raise GraphError(
+                f"{where_}: expects a {nd + 2}-D input (batch, channels, spatial...), got {x.ndim}-D"
+            )
+        return self.apply(op, [x], name=name, output_size=_tuple(output_size, nd, "output_size", where_))
+
+    def adaptive_avgpool2d(self, x: Tensor, output_size: Any = 1, name: str | None = None) -> Tensor:
+        return self._adaptive("avg", 2, x, output_size, name)
+
+    def adaptive_maxpool2d(self, x: Tensor, output_size: Any = 1, name: str | None = None) -> Tensor:
+        return self._adaptive("max", 2, x, output_size, name)
+
+    def adaptive_avgpool1d(self, x: Tensor, output_size: Any = 1, name: str | None = None) -> Tensor:
+        return self._adaptive("avg", 1, x, output_size, name)
+
+    def adaptive_maxpool1d(self, x: Tensor, output_size: Any = 1, name: str | None = None) -> Tensor:
+        return self._adaptive("max", 1, x, output_size, name)
+
+    def adaptive_avgpool(self, x: Tensor, output_size: Any = 1, name: str | None = None) -> Tensor:
+        """Adaptive average pooling, 1-D or 2-D by the input's rank (``(B, C, L)`` or ``(B, C, H, W)``)."""
+        return self._adaptive("avg", self._pool_nd(x), x, output_size, name)
+
+    def adaptive_maxpool(self, x: Tensor, output_size: Any = 1, name: str | None = None) -> Tensor:
+        """Adaptive max pooling, 1-D or 2-D by the input's rank."""
+        return self._adaptive("max", self._pool_nd(x), x, output_size, name)
+
+    def maxpool(self, x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                name: str | None = None) -> Tensor:  # fmt: skip
+        """Max pooling, 1-D or 2-D by the input's rank."""
+        return self._pool("max", self._pool_nd(x), x, kernel_size, stride, padding, dilation, True, name)
+
+    def avgpool(self, x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                count_include_pad: bool = True, name: str | None = None) -> Tensor:  # fmt: skip
+        """Average pooling, 1-D or 2-D by the input's rank."""
+        return self._pool(
+            "avg", self._pool_nd(x), x, kernel_size, stride, padding, 1, count_include_pad, name
+        )
+
+    def _pool_nd(self, x: Tensor) -> int:
+        nd = self._check_tensor(x, "pool").ndim - 2
+        if nd not in (1, 2):
+            raise GraphError(f"pool#{len(self.nodes)}: expects a 3-D or 4-D input, got {x.ndim}-D")
+        return nd
+
+    # -- layout -----------------------------------------------------------------------------------
+    def concat(self, tensors: Sequence[Tensor], dim: int = 1, name: str | None = None) -> Tensor:
+        """``torch.cat`` along ``dim``; the other dimensions must match."""
+        where_ = self._label("concat", name)
+        ts = [self._check_tensor(t, where_) for t in tensors]
+        if not ts:
+            raise GraphError(f"{where_}: needs at least one tensor")
+        if len({t.ndim for t in ts}) != 1:
+            raise GraphError(f"{where_}: all tensors need the same rank, got {[t.ndim for t in ts]}")
+        return self.apply("concat", ts, name=name, dim=dim % ts[0].ndim)
+
+    def flatten(self, x: Tensor, start_dim: int = 1, end_dim: int = -1, name: str | None = None) -> Tensor:
+        n = self._check_tensor(x, self._label("flatten", name)).ndim
+        return self.apply("flatten", [x], name=name, start_dim=start_dim % n, end_dim=end_dim % n)
+
+    def reshape(self, x: Tensor, shape: Sequence[ExprLike], name: str | None = None) -> Tensor:
+        """Reshape (at most one ``-1`` entry, inferred); the element count must be preserved."""
+        where_ = self._label("reshape", name)
+        shp = tuple(_int_expr(d, "shape", where_) for d in shape)
+        if sum(1 for d in shp if d.is_const and d.value == -1) > 1:
+            raise GraphError(f"{where_}: at most one -1 in the target shape")
+        return self.apply("reshape", [x], name=name, shape=shp)
+
+    def permute(self, x: Tensor, dims: Sequence[int], name: str | None = None) -> Tensor:
+        where_ = self._label("permute", name)
+        if sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
+            raise GraphError(f"{where_}: dims {list(dims)} are not a permutation of {x.ndim} dimensions")
+        return self.apply("permute", [x], name=name, dims=tuple(d % x.ndim for d in dims))
+
+    def transpose(self, x: Tensor, dim0: int, dim1: int, name: str | None = None) -> Tensor:
+        dims = list(range(x.ndim))
+        dims[dim0 % x.ndim], dims[dim1 % x.ndim] = dims[dim1 % x.ndim], dims[dim0 % x.ndim]
+        return self.permute(x, dims, name)
+
+    # -- control: depth and op choices --------------------------------------------------------------
+    def _select(
+        self, cases: list[tuple[Expr, Tensor]], same_shape: bool = False, label: str = "select"
+    ) -> Tensor:
+        """Merge branch outputs: the first case whose condition holds (last case is the fallback)."""
+        ranks = {t.ndim for _, t in cases}
+        if len(ranks) != 1:
+            raise GraphError(f"{label}: branches produce tensors of different ranks {sorted(ranks)}")
+        if len(cases) == 1:
+            return cases[0][1]
+        shape = list(cases[-1][1].shape)
+        for cond, t in reversed(cases[:-1]):
+            shape = [_merge_dim(cond, d, s) for d, s in zip(t.shape, shape)]
+        index = len(self.nodes)
+        out = self._new_tensor(tuple(shape), cases[0][1].dtype, index)
+        node = Node(
+            index,
+            "select",
+            f"select#{index}",
+            tuple(t.index for _, t in cases),
+            out.index,
+            Attrs(),
+            self._gate,
+            None,
+            tuple((c, t.index) for c, t in cases),
+            same_shape,
+        )
+        self.nodes.append(node)
+        return out
+
+    def _gated(self, cond: Expr, fn: Callable[[], Tensor]) -> Tensor:
+        outer = self._gate
+        self._gate = outer & cond
+        try:
+            return fn()
+        finally:
+            self._gate = outer
+
+    def repeat(
+        self, n: ExprLike, max: int, body: Callable[[int, Tensor], Tensor], x: Tensor | None = None
+    ) -> Tensor:
+        """Apply ``body(i, x)`` for ``i < n`` (``n`` symbolic, at most ``max``): a depth choice.
+
+        Block ``i`` runs only when ``n > i``: its costs are selected with ``where(n > i, ...)`` and
+        its output must keep the input shape (a validity rule). Returns the last block's output.
+        """
+        label = f"repeat#{len(self.nodes)}"
+        depth = _int_expr(n, "n", label)
+        if not isinstance(max, int) or max < 0:
+            raise GraphError(f"{label}: max must be a non-negative int, got {max!r}")
+        x = self.last if x is None else self._check_tensor(x, label)
+        self.extra_checks.append((label, Check(f"depth at most max={max}", depth <= max)))
+        for i in range(max):
+            cond = depth > i
+            if cond.is_const and not cond.value:
+                break
+            y = self._gated(cond, lambda i=i, x=x: body(i, x))  # type: ignore[misc]
+            y = self._check_tensor(y, f"{label} block {i}")
+            if y.ndim != x.ndim:
+                raise GraphError(f"{label}: block {i} changes the rank from {x.ndim} to {y.ndim}")
+            same = all_(eq(p, q) for p, q in zip(y.shape, x.shape))
+            check = Check(f"block {i} keeps the shape", same)
+            self.extra_checks.append((label, Check(check.rule, (~(self._gate & cond)) | same)))
+            self._static_check(label, Check(check.rule, same), self._gate & cond)
+            x = self._select([(cond, y), (Const(True), x)], same_shape=True, label=label) if y is not x else x
+        return x
+
+    def branch(self, cases: Sequence[tuple[ExprLike, Callable[..., Tensor]]], *args: Tensor) -> Tensor:
+        """Alternative sub-networks: ``[(condition, body), ...]``; the first true condition is taken.
+
+        Each body is called with ``*args``; costs of a branch count only when its condition holds
+        (and no earlier one does). If no condition holds, the configuration is invalid.
+        """
+        return self._branch(cases, args, False)
+
+    def _branch(
+        self,
+        cases: Sequence[tuple[ExprLike, Callable[..., Tensor]]],
+        args: Sequence[Tensor],
+        exhaustive: bool,
+        exclusive: bool = False,
+    ) -> Tensor:
+        label = f"branch#{len(self.nodes)}"
+        if not cases:
+            raise GraphError(f"{label}: needs at least one case")
+        outs: list[tuple[Expr, Tensor]] = []
+        taken: Expr = Const(False)
+        for cond_like, body in cases:
+            cond = as_expr(cond_like)
+            if cond.sort != "bool":
+                raise GraphError(f"{label}: conditions must be boolean expressions, got {cond}")
+            active = cond if exclusive else cond & ~taken
+            if active.is_const and not active.value:
+                continue
+            y = self._gated(active, lambda body=body: body(*args))  # type: ignore[misc]
+            outs.append((active, self._check_tensor(y, label)))
+            taken = taken | cond
+        if not outs:
+            raise GraphError(f"{label}: no case can ever be taken")
+        if not exhaustive and not (taken.is_const and taken.value):
+            self.extra_checks.append((label, Check("some case applies", (~self._gate) | taken)))
+        return self._select(outs, label=label)
+
+    def choose(self, var: Expr, options: Mapping[Any, Callable[..., Tensor]], *args: Tensor) -> Tensor:
+        """Categorical op choice: ``{value: body}``, ``body(*args)`` used when ``var == value``."""
+        if not isinstance(var, Expr):
+            if var in options:
+                return options[var](*args)
+            raise GraphError(f"choose: {var!r} is not one of the options {list(options)}")
+        labels = var.payload[1] if var.op == "var" else None
+        exhaustive = labels is not None and set(labels) <= set(options)  # every label has a branch
+        cases = [(var == value, body) for value, body in options.items()]
+        return self._branch(cases, args, exhaustive, exclusive=True)  # distinct values: exclusive cases
+
+    # -- summaries --------------------------------------------------------------------------------
+    def ops(self) -> list[Node]:
+        """Catalog operator nodes (no selects), in execution order."""
+        return [n for n in self.nodes if n.info is not None]
+
+    def checks(self, train: bool = True) -> list[tuple[str, Expr]]:
+        """Gated validity rules ``(name, expr)``, named ``"<op>#<pos>: <rule>"``.
+
+        The same rule of several operators (e.g. one per repeated block) becomes one constraint
+        ``~(gate_1 | gate_2 | ...) | rule`` named after the first of them; :attr:`check_sources` maps
+        each name to all the operators it covers.
+        """
+        groups: dict[tuple[str, int], tuple[str, Expr, list[Expr], list[str]]] = {}
+        for node in self.ops():
+            assert node.info is not None
+            for c in node.info.checks:
+                if c.train_only and not train:
+                    continue
+                key = (c.rule, id(c.expr))
+                if key not in groups:
+                    groups[key] = (f"{node.label}: {c.rule}", c.expr, [], [])
+                groups[key][2].append(node.gate)
+                groups[key][3].append(node.label)
+        out: list[tuple[str, Expr]] = []
+        self.check_sources = {}
+        for name, rule, gates, labels in groups.values():
+            gate = any_(_absorb(list(dict.fromkeys(gates))))  # distinct, minimal gates, in order
+            out.append((name, (~gate) | rule))
+            self.check_sources[name] = labels
+        out.extend((f"{label}: {c.rule}", c.expr) for label, c in self.extra_checks)
+        return out
+
+    def valid(self, train: bool = True) -> Expr:
+        """One boolean expression: every validity rule holds."""
+        return all_(e for _, e in self.checks(train))
+
+    def total(self, what: str, ops: Iterable[str] | None = None) -> Expr:
+        """Sum over active ops of ``what``: ``params``, ``macs``, ``flops``, ``ops``, ``saved``, ``io``."""
+        if what == "flops" and ops is None:
+            return 2 * self.total("macs")
+        keep = set(ops) if ops is not None else None
+        by_gate: dict[int, tuple[Expr, list[Expr]]] = {}  # ops sharing a gate share one where()
+        for node in self.ops():
+            if keep is not None and node.op not in keep:
+                continue
+            value = self._node_value(node, what)
+            if value.is_const and value.value == 0:
+                continue
+            by_gate.setdefault(id(node.gate), (node.gate, []))[1].append(value)
+        return sum_(where(gate, sum_(values), 0) for gate, values in by_gate.values())
+
+    def _node_value(self, node: Node, what: str) -> Expr:
+        info = node.info
+        assert info is not None
+        if what == "io":
+            if info.io is not None:
+                return info.io
+            ins = sum_(self.tensors[i].numel for i in node.inputs)
+            return ins + self.tensors[node.output].numel + info.params
+        if what == "flops":
+            return info.flops
+        return getattr(info, what)  # type: ignore[no-any-return]
+
+    def costs(self) -> dict[str, Expr]:
+        """Symbolic totals: ``params``, ``macs``, ``flops`` (2/MAC), ``ops``, ``saved``, ``io`` (elements)."""
+        return {k: self.total(k) for k in ("params", "macs", "flops", "ops", "saved", "io")}
+
+    def check_always_false(self, box: Mapping[str, tuple[Any, Any]], train: bool = True) -> None:
+        """Raise :class:`GraphError` for rules of always-active ops that fail on every config of ``box``.
+
+        Uses sound interval bounds, so it never rejects a network that has a valid configuration.
+        """
+        items = [
+            (f"{n.label}: {c.rule}", c.expr)
+            for n in self.ops()
+            if n.info
+            for c in n.info.checks
+            if not (c.train_only and not train) and n.gate.is_const and n.gate.value
+        ]
+        items = [(name, e) for name, e in items if e.variables() <= set(box)]
+        if not items:
+            return
+        bounds = interval([e for _, e in items], box)
+        for name, e in items:
+            if not bounds[id(e)][1]:
+                raise GraphError(f"{name}: this rule fails for every configuration of the space ({e})")
+
+    # -- concrete evaluation ----------------------------------------------------------------------
+    def _evaluator(self) -> _Built:
+        if self._built is None:
+            roots: list[Expr] = []
+            layout: list[tuple[str, Any]] = []
+
+            def add(kind: str, key: Any, e: Expr) -> None:
+                roots.append(e)
+                layout.append((kind, key))
+
+            for node in self.nodes:
+                add("gate", node.index, node.gate)
+                for name, value in node.attrs.items():
+                    if isinstance(value, Expr):
+                        add("attr", (node.index, name, None), value)
+                    elif isinstance(value, tuple) and value and all(isinstance(v, Expr) for v in value):
+                        for j, v in enumerate(value):
+                            add("attr", (node.index, name, j), v)
+                for j, (cond, _) in enumerate(node.cases):
+                    add("case", (node.index, j), cond)
+            for t in self.tensors:
+                for j, d in enumerate(t.shape):
+                    add("dim", (t.index, j), d)
+            self._built = _Built(compile_scalar(roots), layout)
+        return self._built
+
+    def concretize(self, env: Mapping[str, Any]) -> Concrete:
+        """Evaluate gates, attributes, branch choices and shapes at one encoded assignment ``env``."""
+        built = self._evaluator()
+        values = built.fn(env)
+        gates: dict[int, bool] = {}
+        attrs: dict[int, dict[str, Any]] = {n.index: dict(n.attrs) for n in self.nodes}
+        cases: dict[int, list[bool]] = {}
+        shapes: dict[int, list[int]] = {t.index: [0] * t.ndim for t in self.tensors}
+        for (kind, key), val in zip(built.layout, values):
+            if kind == "gate":
+                gates[key] = bool(val)
+            elif kind == "attr":
+                idx, name, j = key
+                if j is None:
+                    attrs[idx][name] = val
+                else:
+                    cur = attrs[idx][name]
+                    attrs[idx][name] = (*cur[:j], val, *cur[j + 1 :])
+            elif kind == "case":
+                cases.setdefault(key[0], []).append(bool(val))
+            else:
+                shapes[key[0]][key[1]] = val
+        return Concrete(
+            self,
+            gates,
+            {k: Attrs(v) for k, v in attrs.items()},
+            cases,
+            {k: tuple(v) for k, v in shapes.items()},
+        )
+
+    def summary(self) -> str:
+        """One line per operator: label, gate, output shape."""
+        lines = []
+        for n in self.nodes:
+            gate = "" if n.gate.is_const else f"  [if {n.gate}]"
+            shape = ", ".join(str(d) for d in self.tensors[n.output].shape)
+            lines.append(f"{n.label:<24} ({shape}){gate}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Network({self.name!r}, {len(self.ops())} ops, {len(self.inputs)} inputs)"
+
+
+@dataclass
+class Concrete:
+    """A network evaluated at one configuration: which nodes run, their attributes and shapes."""
+
+    net: Network
+    gates: dict[int, bool]
+    attrs: dict[int, Attrs]
+    cases: dict[int, list[bool]]
+    shapes: dict[int, tuple[int, ...]]
+
+
+def _conjuncts(e: Expr) -> frozenset[int]:
+    if e.op == "and":
+        return _conjuncts(e.args[0]) | _conjuncts(e.args[1])
+    if e.is_const and e.value:
+        return frozenset()
+    return frozenset([id(e)])
+
+
+def _split_gate(g: Expr) -> tuple[frozenset[int], dict[int, Any]]:
+    """Conjuncts of a gate: (other conjuncts, {id(n): i} for depth conjuncts ``i < n``)."""
+    rest: set[int] = set()
+    depth: dict[int, Any] = {}
+    stack = [g]
+    while stack:
+        e = stack.pop()
+        if e.op == "and":
+            stack.extend(e.args)
+        elif e.op == "lt" and e.args[0].is_const and e.args[0].sort == "int":
+            key = id(e.args[1])
+            depth[key] = max(depth.get(key, e.args[0].value), e.args[0].value)
+        elif not (e.is_const and e.value):
+            rest.add(id(e))
+    return frozenset(rest), depth
+
+
+def _implies(a: tuple[frozenset[int], dict[int, Any]], b: tuple[frozenset[int], dict[int, Any]]) -> bool:
+    """Gate ``a`` implies gate ``b`` (b's conjuncts are among a's; ``i < n`` implies ``j < n`` for j <= i)."""
+    return b[0] <= a[0] and all(k in a[1] and a[1][k] >= v for k, v in b[1].items())
+
+
+def _absorb(gates: list[Expr]) -> list[Expr]:
+    """Drop gates implied by another one (``a | (a & b) == a``; ``0 < n | 3 < n == 0 < n``)."""
+    parts = [_split_gate(g) for g in gates]
+    keep = []
+    for i, g in enumerate(gates):
+        implied = any(
+            j != i and _implies(parts[i], parts[j]) and not (_implies(parts[j], parts[i]) and j > i)
+            for j in range(len(gates))
+        )
+        if not implied:
+            keep.append(g)
+    return keep
+
+
+def _merge_dim(cond: Expr, d: Expr, s: Expr) -> Expr:
+    """``where(cond, d, s)``, folded when equal, or when ``cond`` is ``d == s`` itself (then it is ``s``)."""
+    d, s = lin(d), lin(s)
+    if d is s:
+        return d
+    if cond.op == "eq" and {id(lin(a)) for a in cond.args} == {id(d), id(s)}:
+        return s
+    return where(cond, d, s)
+
+
+def encode_config(space: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``config`` against ``space`` and return the encoded env (inactive params: first value)."""
+    cfg = space.validate(config)
+    env: dict[str, Any] = {}
+    for name in space:
+        p = space[name]
+        if name in cfg and space.is_active(name, cfg):
+            env[name] = p.encode(cfg[name])
+        elif p.is_finite:
+            env[name] = p.encoded()[0].item()
+        else:
+            env[name] = float(p.low)
+    return env
+
+
+def any_true(conds: Iterable[Expr]) -> Expr:
+    return any_(conds)
