@@ -3,7 +3,7 @@
 For each zoo model: time to build the Problem (network + costs + rules + budget) and compile it (first
 ``p.costs`` call), ``p.costs(config)`` latency (p50/p90 over random configs), and the time of
 ``dnnsat.torch.measure`` on the meta device for the same configs (materialize + forward with
-FlopCounterMode and saved-tensor hooks, no backward). Writes ``notes/graph_bench.md``.
+FlopCounterMode and saved-tensor hooks, no backward). Writes the "graph" section of benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import argparse
 import platform
 import statistics
 import time
-from pathlib import Path
 
+from benchmarks._report import update_readme
 from dnnsat.cost import Budget
 from dnnsat.zoo._registry import get
 
@@ -79,9 +79,9 @@ def run(models: list[str], n_costs: int, n_measure: int, seed: int) -> list[dict
     return rows
 
 
-def write(rows: list[dict[str, float | str]], path: Path, command: str) -> None:
+def write(rows: list[dict[str, float | str]], command: str) -> None:
     lines = [
-        "# Symbolic cost model vs measuring modules",
+        "## Symbolic cost model vs measuring modules",
         "",
         f"Command: `{command}` (Python {platform.python_version()}, {platform.machine()}; "
         "shared, noisy machine).",
@@ -100,7 +100,7 @@ def write(rows: list[dict[str, float | str]], path: Path, command: str) -> None:
             f"| {r['model']} | {r['build_s']:.3f} | {r['compile_s']:.3f} | {r['costs_p50_us']:.1f} | "
             f"{r['costs_p90_us']:.1f} | {r['measure_p50_ms']:.1f} | {r['ratio']:,.0f}x |"
         )
-    path.write_text("\n".join(lines) + "\n")
+    update_readme("graph", "\n".join(lines))
 
 
 def main() -> None:
@@ -109,11 +109,10 @@ def main() -> None:
     ap.add_argument("--n-costs", type=int, default=500)
     ap.add_argument("--n-measure", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "notes" / "graph_bench.md"))
     args = ap.parse_args()
     rows = run(args.models.split(","), args.n_costs, args.n_measure, args.seed)
-    write(rows, Path(args.out), "python -m benchmarks.graph_perf")
-    print(f"wrote {args.out}")
+    write(rows, "python -m benchmarks.graph_perf")
+    print("updated benchmarks/README.md")
 
 
 if __name__ == "__main__":

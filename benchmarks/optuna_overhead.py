@@ -10,7 +10,7 @@ and the bare sampler with the same seeds, in the same process, and reports per t
   the parameter's value list), share of relative samples repaired;
 - infeasible trials (must be 0 wrapped; the bare sampler's count shows what the wrapper saved).
 The one-off pruning of the first trial is reported apart (it is computed once per study).
-Writes the markdown table to notes/optuna_bench.md.
+Writes the table to the "optuna" section of benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import platform
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,9 +28,8 @@ import optuna
 from dnnsat.integrations.optuna import DnnSATSampler, suggest
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
+from benchmarks._report import markdown_table, update_readme
 from dnnsat.zoo import synthetic_resnet_problem
-
-OUT = Path(__file__).resolve().parents[1] / "notes" / "optuna_bench.md"
 
 
 class _Timed(BaseSampler):
@@ -104,18 +102,15 @@ def _ms(x: float) -> str:
     return f"{x * 1e3:.2f}"
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--no-write", action="store_true", help="do not write notes/optuna_bench.md")
+    ap.add_argument("--quick", action="store_true", help="30 trials x 1 seed (CI smoke run)")
+    ap.add_argument("--no-write", action="store_true", help="do not update benchmarks/README.md")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.trials, args.seeds = 30, 1
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
     budgets = {
@@ -169,8 +164,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         cmd = "python -m benchmarks.optuna_overhead" + (
             f" --trials {args.trials} --seeds {args.seeds}" if (args.trials, args.seeds) != (200, 3) else ""
         )
-        OUT.write_text(
-            "# DnnSATSampler overhead on the reference problem\n\n"
+        update_readme(
+            "optuna",
+            "## Optuna: DnnSATSampler overhead on the reference problem\n\n"
             f"Command: `{cmd}` ({args.trials} trials x {args.seeds} seeds per row; "
             f"{time.perf_counter() - t_start:.0f} s; {platform.machine()}, {os.cpu_count()} cores, "
             f"Python {platform.python_version()}, Optuna {optuna.__version__}; load average "
@@ -182,10 +178,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "(independent and relative) returned unchanged; *mean repair dist*: positions moved in the "
             "parameter's value list per repaired value; *relative repaired*: share of relative samples "
             "(multivariate TPE) that needed a repair. The objective prefers large networks (max FLOPs).\n\n"
-            + table
-            + "\n"
+            + table,
         )
-        print(f"\nwrote {OUT}")
+        print("\nupdated benchmarks/README.md")
 
 
 if __name__ == "__main__":

@@ -184,34 +184,13 @@ class Engine:
                         status[r] = 1
                         witness[r] = self.domain.canonical(blo[full & (rid == r)][:1])[0]
                         settled[r] = True
-            blo, bhi, rid, undecided, split_dim = (
-                blo[alive],
-                bhi[alive],
-                rid[alive],
-                nb.undecided[alive],
-                nb.split_dim[alive],
-            )
-            keep = ~settled[rid]
-            blo, bhi, rid, undecided, split_dim = (
-                blo[keep],
-                bhi[keep],
-                rid[keep],
-                undecided[keep],
-                split_dim[keep],
-            )
+            blo, bhi, rid, split_dim = _take(alive & ~settled[rid], blo, bhi, rid, nb.split_dim)
             if not len(rid):
                 continue
             cand = self._witness_candidates(blo, bhi)
             ok = self.feasible_points(cand, mask)
             settle(cand[ok], np.tile(rid, 3)[ok])
-            keep = ~settled[rid]
-            blo, bhi, rid, undecided, split_dim = (
-                blo[keep],
-                bhi[keep],
-                rid[keep],
-                undecided[keep],
-                split_dim[keep],
-            )
+            blo, bhi, rid, split_dim = _take(~settled[rid], blo, bhi, rid, split_dim)
             if not len(rid):
                 continue
             vol = self.domain.volume(blo, bhi)
@@ -433,6 +412,11 @@ class Engine:
                 f"{what} needs every constrained parameter to be finite, but {names} is a continuous Float "
                 "used in a constraint: give it a step (Float(low, high, step=...))"
             )
+
+
+def _take(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The rows of each array where ``mask`` holds."""
+    return tuple(a[mask] for a in arrays)
 
 
 def interval_bound(

@@ -46,7 +46,10 @@ def demo_study(problem: Problem, console: Any = None, n_trials: int = 100, seed:
             warnings.simplefilter("ignore")
             study.optimize(objective, n_trials=n_trials)
         complete = [tr for tr in study.trials if tr.state == optuna.trial.TrialState.COMPLETE]
+        stats = getattr(sampler, "stats", None)
         results[label] = {
+            "repaired": None if stats is None else stats.repaired + stats.relative_repaired,
+            "proposals": None if stats is None else stats.proposals + stats.relative_samples,
             "infeasible": infeasible,
             "feasible": len(complete),
             "best": max((tr.value for tr in complete if tr.value is not None), default=float("nan")),
@@ -54,9 +57,12 @@ def demo_study(problem: Problem, console: Any = None, n_trials: int = 100, seed:
         }
     lines = [f"{n_trials} trials each, maximising the first cost (largest network that fits)"]
     for label, r in results.items():
+        repaired = (
+            "" if r["repaired"] is None else f", {r['repaired']} of {r['proposals']} proposals repaired"
+        )
         lines.append(
-            f"{label}: {r['infeasible']} infeasible launched, {r['feasible']} feasible, "
-            f"best {r['best']:.4g} ({r['seconds']:.1f} s)"
+            f"{label}: {r['infeasible']} infeasible launched, {r['feasible']} feasible{repaired}, "
+            f"best feasible {r['best']:.4g} ({r['seconds']:.1f} s)"
         )
     out = console.print if console is not None else print
     for line in lines:
