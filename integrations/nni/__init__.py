@@ -1,1 +1,26 @@
-"""TODO"""
+"""NNI integration: :class:`DnnSATTuner` wraps a built-in NNI tuner so only feasible trials are launched.
+
+Needs the ``nni`` extra (``pip install dnnsat[nni]``). Register it for ``nnictl`` with
+``nnictl algo register --meta <this package>/dnnsat_tuner.yml`` (see :func:`registration_file`), or use it
+from the Python API through ``CustomAlgorithmConfig(class_name="dnnsat.integrations.nni.DnnSATTuner", ...)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._tuner import MODES, DnnSATClassArgsValidator, DnnSATTuner, TunerStats, load_problem
+
+__all__ = [
+    "DnnSATTuner",
+    "DnnSATClassArgsValidator",
+    "TunerStats",
+    "MODES",
+    "load_problem",
+    "registration_file",
+]
+
+
+def registration_file() -> Path:
+    """Path of the ``nnictl algo register --meta`` file shipped with the package (builtin name ``DnnSAT``)."""
+    return Path(__file__).with_name("dnnsat_tuner.yml")

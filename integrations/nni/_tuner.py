@@ -1,0 +1,744 @@
+"""``DnnSATTuner``: an NNI tuner that wraps a built-in tuner and only ever returns feasible configurations.
+
+The wrapper sits between NNI's dispatcher and a base tuner (TPE, Random, Anneal, Evolution, GridSearch,
+GP, ...). It checks the experiment's search space against the problem's :class:`~dnnsat.Space`, gives the
+base tuner the *pruned* space, and vets every proposal with the problem before it becomes a trial:
+
+* ``mode="repair"``: an infeasible proposal is replaced by ``problem.repair(proposal)`` (fewest changed
+  parameters). The base tuner keeps its own record of what it proposed and later receives the repaired
+  trial's result for it: it optimises ``f(repair(x))``, a deterministic function of its proposal.
+* ``mode="reject"``: an infeasible proposal is discarded and the base tuner is asked again.
+
+A discarded proposal (rejected, unrepairable) is closed in the base tuner under a synthetic parameter id
+(negative integers; NNI's own ids are >= 0) with a *penalty* result, reported before ``trial_end`` as
+TPE's liar bookkeeping requires. The penalty is worse than every real result seen so far (below them for
+``optimize_mode="maximize"``, above them for ``"minimize"``); before the first real result, and without an
+explicit ``penalty``, the proposal is closed as a failed trial without a result. A proposal that repeats a
+configuration already launched becomes an alias of that trial: it receives the same result. When the base
+tuner is exhausted, when the feasible space is empty, or when no unseen feasible configuration is left,
+``nni.NoMoreTrialError`` ends the experiment and the reason is logged (NNI's ``dispatcher.log``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import nni
+import numpy as np
+from nni.tuner import Tuner
+from nni.utils import ClassArgsValidator
+
+__all__ = ["DnnSATTuner", "DnnSATClassArgsValidator", "load_problem", "MODES"]
+
+_log = logging.getLogger("dnnsat.integrations.nni")
+
+MODES = ("repair", "reject")
+_THIS_CLASS = "dnnsat.integrations.nni.DnnSATTuner"
+
+
+# -- loading the problem and the base tuner ---------------------------------------------------------
+
+
+def _import_attr(path: str) -> Any:
+    """Import ``"pkg.module:attr"`` (attr may be dotted) or ``"pkg.module.attr"``."""
+    if ":" in path:
+        module_name, _, attr = path.partition(":")
+    elif "." in path:
+        module_name, _, attr = path.rpartition(".")
+    else:
+        raise ValueError(f"{path!r} is not an import path; write 'pkg.module:attr'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import module {module_name!r} of {path!r}: {err}") from err
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r} (from {path!r})") from None
+    return obj
+
+
+def _is_problem(obj: Any) -> bool:
+    return all(hasattr(obj, a) for a in ("space", "check", "prune", "repair", "is_empty"))
+
+
+def load_problem(problem: Any, problem_args: Mapping[str, Any] | None = None) -> Any:
+    """Resolve a :class:`dnnsat.Problem` from a Problem, a zero-argument factory or an import path.
+
+    ``problem`` may be ``"pkg.module:attr"`` where ``attr`` is a Problem or a factory; ``problem_args``
+    are keyword arguments for the factory (e.g. ``{"flops_limit": 1e11}``).
+    """
+    obj = _import_attr(problem) if isinstance(problem, str) else problem
+    if not _is_problem(obj) and callable(obj):
+        obj = obj(**dict(problem_args or {}))
+    elif problem_args:
+        raise ValueError(
+            "problem_args is only valid when problem is a factory (a callable returning a Problem)"
+        )
+    if not _is_problem(obj):
+        raise TypeError(
+            f"problem must be a dnnsat.Problem, a factory returning one, or an import path 'pkg.module:attr' "
+            f"to either; got {type(obj).__name__}"
+        )
+    return obj
+
+
+def _create_base_tuner(base_tuner: Any, base_args: Mapping[str, Any]) -> Tuner:
+    """Instantiate the base tuner from a built-in/registered name, an import path, a class or an instance."""
+    if isinstance(base_tuner, Tuner):
+        if base_args:
+            raise ValueError("base_args cannot be given together with a tuner instance")
+        return base_tuner
+    if isinstance(base_tuner, str):
+        from nni.tools.package_utils import config_manager, tuner_factory
+
+        meta = config_manager.get_algo_meta(base_tuner)
+        if meta is not None:
+            if meta.algo_type != "tuner" or meta.is_advisor:
+                raise ValueError(
+                    f"base_tuner {base_tuner!r} is an NNI {'advisor' if meta.is_advisor else 'assessor'};"
+                    " only tuners can be wrapped"
+                )
+            if meta.class_name == _THIS_CLASS:
+                raise ValueError(f"base_tuner {base_tuner!r} is DnnSATTuner itself; name the tuner to wrap")
+            return tuner_factory.create_builtin_class_instance(base_tuner, dict(base_args), "tuners")  # type: ignore[no-any-return]
+        if ":" not in base_tuner and "." not in base_tuner:
+            names = sorted(m.name for m in config_manager.get_all_algo_meta() if m.algo_type == "tuner")
+            raise ValueError(f"unknown base_tuner {base_tuner!r}; built-in/registered tuners: {names}")
+        base_tuner = _import_attr(base_tuner)
+    if isinstance(base_tuner, type):
+        if base_tuner.__module__ + "." + base_tuner.__qualname__ == _THIS_CLASS or base_tuner is DnnSATTuner:
+            raise ValueError("base_tuner cannot be DnnSATTuner itself")
+        instance = base_tuner(**dict(base_args))
+        if not hasattr(instance, "generate_parameters") and not hasattr(
+            instance, "generate_multiple_parameters"
+        ):
+            raise TypeError(f"{base_tuner.__name__} is not an NNI tuner")
+        return instance  # type: ignore[no-any-return]
+    raise TypeError(f"base_tuner must be a tuner name, import path, class or instance; got {base_tuner!r}")
+
+
+def _optimize_mode(base: Any, base_args: Mapping[str, Any]) -> str:
+    """``"maximize"``/``"minimize"`` as the base tuner sees it (TPE/Anneal/Evolution store ``optimize_mode``,
+    GP ``_optimize_mode``, both ``nni.utils.OptimizeMode``); ``"maximize"`` for tuners without one."""
+    for value in (
+        getattr(base, "optimize_mode", None),
+        getattr(base, "_optimize_mode", None),
+        base_args.get("optimize_mode"),
+    ):
+        value = getattr(value, "value", value)
+        if value in ("maximize", "minimize"):
+            return str(value)
+    return "maximize"
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+
+def _plain(x: Any) -> Any:
+    """Numpy scalars (Evolution and GP return them) -> Python scalars, recursively."""
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, Mapping):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _scalar(value: Any) -> float | None:
+    """The scalar metric of an NNI result (a number or a dict with ``"default"``), or ``None``."""
+    if isinstance(value, Mapping):
+        value = value.get("default")
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def _key(config: Mapping[str, Any]) -> str:
+    return json.dumps(_plain(dict(config)), sort_keys=True, default=repr)
+
+
+def _describe(param: Any) -> str:
+    if param.is_finite:
+        vals = list(param.values())
+        shown = vals if len(vals) <= 8 else [*vals[:3], "...", *vals[-2:]]
+        return f"{len(vals)} values {shown}"
+    return f"Float({param.low}, {param.high}, log={param.log})"
+
+
+def _same_domain(a: Any, b: Any) -> bool:
+    if a.is_finite != b.is_finite:
+        return False
+    if a.is_finite:
+        va, vb = list(a.values()), list(b.values())
+        return len(va) == len(vb) and all(
+            x == y
+            if isinstance(x, str | bool) or isinstance(y, str | bool) or x is None or y is None
+            else math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12)
+            for x, y in zip(va, vb)
+        )
+    return (
+        math.isclose(a.low, b.low, rel_tol=1e-9)
+        and math.isclose(a.high, b.high, rel_tol=1e-9)
+        and bool(a.log) == bool(b.log)
+    )
+
+
+# -- bookkeeping ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Launched:
+    """One configuration handed to NNI as a trial."""
+
+    real_id: int | None
+    base_ids: list[int] = field(default_factory=list)  # open base-tuner ids waiting for this trial's result
+    value: Any = None
+    has_value: bool = False
+    ended: bool = False
+
+
+@dataclass
+class TunerStats:
+    """Counters of what the wrapper did (see ``DnnSATTuner.stats``)."""
+
+    proposals: int = 0  # configurations asked from the base tuner
+    feasible: int = 0  # proposals that were feasible as proposed
+    repaired: int = 0  # infeasible proposals replaced by problem.repair
+    rejected: int = 0  # proposals discarded (reject mode, or unrepairable) and penalised
+    duplicates: int = 0  # proposals equal to an already launched configuration
+    fallbacks: int = 0  # configurations sampled by dnnsat after max_attempts failed proposals
+    launched: int = 0  # configurations returned to NNI
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class DnnSATTuner(Tuner):
+    """An NNI tuner that returns only configurations feasible for a :class:`dnnsat.Problem`.
+
+    Parameters
+    ----------
+    problem:
+        A ``dnnsat.Problem``, a zero-argument factory, or an import path ``"pkg.module:attr"`` to either
+        (the form to use in ``classArgs``).
+    base_tuner:
+        The tuner to wrap: a built-in or registered NNI name (``"TPE"``, ``"Random"``, ``"Anneal"``,
+        ``"Evolution"``, ``"GridSearch"``, ``"GP"``, ...), an import path, a ``Tuner`` class or instance.
+    base_args:
+        Keyword arguments of the base tuner (its ``classArgs``, e.g. ``{"optimize_mode": "maximize"}``).
+    mode:
+        ``"repair"`` (replace an infeasible proposal by its repair) or ``"reject"`` (ask again).
+    problem_args:
+        Keyword arguments for a problem factory (e.g. ``{"flops_limit": 1e11, "params_limit": 2e6}``).
+    penalty:
+        The result reported to the base tuner for a discarded proposal. ``None`` (default): adaptive,
+        worse than every real result seen by the spread of real results (at least 1, or ``|worst|``).
+    max_attempts:
+        Base-tuner proposals per requested configuration. In reject mode the last one is repaired
+        instead of discarded; if it cannot be used either (a repeat), dnnsat samples an unlaunched
+        feasible configuration itself.
+    dedup:
+        Never launch the same configuration twice (a repeat becomes an alias of the first trial).
+    seed:
+        Seed of dnnsat's own fallback sampling.
+    """
+
+    def __init__(
+        self,
+        problem: Any,
+        base_tuner: Any = "TPE",
+        base_args: Mapping[str, Any] | None = None,
+        mode: str = "repair",
+        problem_args: Mapping[str, Any] | None = None,
+        penalty: float | None = None,
+        max_attempts: int = 100,
+        dedup: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if penalty is not None and not math.isfinite(float(penalty)):
+            raise ValueError(f"penalty must be a finite number, got {penalty!r}")
+        self.problem = load_problem(problem, problem_args)
+        self.mode = mode
+        self.max_attempts = int(max_attempts)
+        self.dedup = bool(dedup)
+        self.penalty = None if penalty is None else float(penalty)
+        self._base_args = dict(base_args or {})
+        self._adapt_base_args(base_tuner)
+        self.base: Tuner = _create_base_tuner(base_tuner, self._base_args)
+        self.optimize_mode = _optimize_mode(self.base, self._base_args)
+        self.stats = TunerStats()
+        self._rng = np.random.default_rng(seed)
+        self._lock = threading.RLock()
+        self._nni_space: dict[str, Any] | None = None  # the experiment's search space
+        self._base_space: dict[str, Any] | None = None  # what the base tuner got (pruned)
+        self._pruned: Any = None  # the pruned dnnsat Space
+        self._problem_keys: list[str] = []  # top-level NNI keys that belong to the problem
+        self._exhausted: str | None = None  # reason, once nothing more can be generated
+        self._launched: dict[str, _Launched] = {}  # config key -> launched trial
+        self._by_real: dict[int, str] = {}  # NNI parameter id -> config key
+        self._base_raw: dict[int, Any] = {}  # open base id -> parameters as the base tuner returned them
+        self._next_synthetic = -1
+        self._waiting: dict[int, int] = {}  # base id the base tuner deferred -> NNI parameter id
+        self._st_callback: Callable[[int, Any], None] | None = None
+        self._pending_import: list[Any] = []
+        self._reals: list[float] = []  # real scalar results seen
+        self._worst_penalty: float | None = None
+        self._last_extras: dict[str, Any] = {}
+        _log.info(
+            "DnnSATTuner: mode=%s, base tuner %s, optimize_mode=%s",
+            mode,
+            type(self.base).__name__,
+            self.optimize_mode,
+        )
+
+    # -- NNI 3.0 compatibility --------------------------------------------------------------------
+    def _adapt_base_args(self, base_tuner: Any) -> None:
+        # NNI 3.0's GP tuner calls scipy.optimize.minimize with a 2-D x0, which current SciPy rejects;
+        # with selection_num_starting_points=0 it maximises the acquisition by random sampling only.
+        gp = isinstance(base_tuner, str) and base_tuner.lower() in ("gp", "gptuner")
+        if gp and "selection_num_starting_points" not in self._base_args:
+            self._base_args["selection_num_starting_points"] = 0
+            _log.warning(
+                "GP: selection_num_starting_points set to 0 (NNI 3.0's L-BFGS step fails with "
+                "current SciPy); the acquisition is maximised over random samples"
+            )
+
+    def _adapt_space(self, space: dict[str, Any]) -> dict[str, Any]:
+        # NNI 3.0's GP samples randint with size=1 arrays, which numpy 2 cannot store in a scalar slot:
+        # give it the same integers as a numeric choice.
+        if type(self.base).__name__ == "GPTuner":
+            return {
+                k: {"_type": "choice", "_value": list(range(int(s["_value"][0]), int(s["_value"][1])))}
+                if isinstance(s, Mapping) and s.get("_type") == "randint"
+                else s
+                for k, s in space.items()
+            }
+        return space
+
+    def _after_base_generate(self, base_id: int) -> None:
+        # NNI 3.0's hyperopt wrapper (Anneal, TPE_legacy) keeps numpy scalars from quniform in its
+        # history and later compares them with [] (an error with numpy 2): store Python scalars.
+        total = getattr(self.base, "total_data", None)
+        if isinstance(total, dict) and base_id in total:
+            total[base_id] = _plain(total[base_id])
+
+    # -- search space -----------------------------------------------------------------------------
+    def update_search_space(self, search_space: Mapping[str, Any]) -> None:
+        """Check the experiment's space against the problem and give the base tuner the pruned space.
+
+        Top-level entries of the NNI space that the problem does not know are passed through unchanged
+        (unchecked); every problem parameter must be present with exactly the problem's domain.
+        """
+        with self._lock:
+            from dnnsat import Space
+
+            space = dict(search_space)
+            expected = self.problem.space.to_nni()
+            self._problem_keys = [k for k in space if k in expected]
+            missing = [k for k in expected if k not in space]
+            if missing:
+                raise ValueError(
+                    f"NNI search space lacks problem parameter(s) {missing}; the problem's space is "
+                    f"{json.dumps(expected)}"
+                )
+            try:
+                got = Space.from_nni({k: space[k] for k in self._problem_keys})
+            except Exception as err:
+                raise ValueError(
+                    f"NNI search space cannot be read for the problem's parameters: {err}"
+                ) from err
+            want = self.problem.space
+            for name in want.names:
+                if name not in got.names:
+                    raise ValueError(f"NNI search space: problem parameter {name!r} is missing")
+                if not _same_domain(got[name], want[name]):
+                    raise ValueError(
+                        f"NNI search space: parameter {name!r} has {_describe(got[name])}, "
+                        f"but the problem's domain has {_describe(want[name])}"
+                    )
+                if (got[name].condition or None) != (want[name].condition or None):
+                    raise ValueError(
+                        f"NNI search space: parameter {name!r} is active under {got[name].condition}, "
+                        f"but in the problem under {want[name].condition}"
+                    )
+            for name in got.names:
+                if name not in want.names:
+                    raise ValueError(f"NNI search space: parameter {name!r} is not in the problem's space")
+            extras = [k for k in space if k not in expected]
+            if extras:
+                _log.info("NNI parameters %s are not in the problem; passed through unchecked", extras)
+            self._nni_space = space
+            if self.problem.is_empty():
+                core = self._unsat_core()
+                self._exhausted = (
+                    "the feasible space is empty: no configuration satisfies the constraints"
+                    + (f" {core}" if core else "")
+                )
+                _log.error("DnnSAT: %s; the experiment gets no trials", self._exhausted)
+                return
+            self._pruned = self.problem.prune()
+            pruned = self._pruned.to_nni()
+            self._problem_keys += [k for k in pruned if k not in self._problem_keys]
+            base_space: dict[str, Any] = {}
+            for k in space:
+                if k in self._problem_keys:
+                    if k in pruned:
+                        base_space[k] = pruned[k]
+                else:
+                    base_space[k] = space[k]
+            for k in pruned:  # a pruned space may restructure conditional parameters
+                base_space.setdefault(k, pruned[k])
+            self._base_space = self._adapt_space(base_space)
+            _log.info(
+                "DnnSAT: pruned search space given to %s: %s",
+                type(self.base).__name__,
+                json.dumps(self._base_space, default=repr),
+            )
+            self._exhausted = None
+            self.base.update_search_space(self._base_space)
+            if self._pending_import:
+                data, self._pending_import = self._pending_import, []
+                self.import_data(data)
+
+    def _unsat_core(self) -> list[str]:
+        try:
+            return list(self.problem.unsat_core())
+        except Exception:  # the reason is a courtesy; never fail on it
+            return []
+
+    # -- generating ----------------------------------------------------------------------------------
+    def generate_multiple_parameters(self, parameter_id_list: list[int], **kwargs: Any) -> list[Any]:
+        """Feasible configurations for the given ids; fewer than asked when nothing more can be generated."""
+        if "st_callback" in kwargs:
+            self._st_callback = kwargs["st_callback"]
+        result = []
+        for parameter_id in parameter_id_list:
+            try:
+                result.append(self.generate_parameters(parameter_id, **kwargs))
+            except nni.NoMoreTrialError:
+                break
+        return result
+
+    def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict[str, Any]:
+        """One feasible configuration, in the structure of the experiment's search space."""
+        with self._lock:
+            if self._nni_space is None:
+                raise RuntimeError("update_search_space must be called before generate_parameters")
+            if self._exhausted is not None:
+                _log.info("DnnSAT: no more trials: %s", self._exhausted)
+                raise nni.NoMoreTrialError(self._exhausted)
+            base_id = parameter_id
+            for attempt in range(self.max_attempts):
+                raw = self._ask_base(base_id, parameter_id, kwargs)
+                # reject mode repairs the last allowed proposal instead of discarding it
+                config = self._vet(base_id, raw, force_repair=attempt == self.max_attempts - 1)
+                if config is not None:
+                    return self._launch(parameter_id, base_id, config)
+                base_id = self._synthetic_id()
+            config = self._fallback()
+            if config is None:
+                raise nni.NoMoreTrialError(self._exhausted)
+            self.stats.fallbacks += 1
+            _log.warning(
+                "DnnSAT: %d proposals in a row were repeated or unusable; parameter id %d gets a "
+                "feasible configuration sampled by dnnsat (its result is not reported to the base tuner)",
+                self.max_attempts,
+                parameter_id,
+            )
+            return self._launch(parameter_id, None, config)
+
+    def _synthetic_id(self) -> int:
+        self._next_synthetic -= 1
+        return self._next_synthetic + 1
+
+    def _ask_base(self, base_id: int, parameter_id: int, kwargs: Mapping[str, Any]) -> Any:
+        kw = {k: v for k, v in kwargs.items() if k != "st_callback"}
+        out = self.base.generate_multiple_parameters([base_id], st_callback=self._on_base_callback, **kw)
+        if not out:
+            self._waiting[base_id] = parameter_id
+            _log.info("DnnSAT: base tuner %s has no more parameters", type(self.base).__name__)
+            raise nni.NoMoreTrialError("base tuner has no more parameters")
+        self._after_base_generate(base_id)
+        self.stats.proposals += 1
+        return out[0]
+
+    def _on_base_callback(self, base_id: int, raw: Any) -> None:
+        """A configuration the base tuner sends later on its own (Evolution's deferred requests)."""
+        with self._lock:
+            parameter_id = self._waiting.pop(base_id, None)
+            if parameter_id is None or self._st_callback is None:
+                _log.warning(
+                    "DnnSAT: dropped an unsolicited configuration from the base tuner (id %s)", base_id
+                )
+                self._close_discarded(base_id, raw)
+                return
+            self.stats.proposals += 1
+            config = self._vet(base_id, raw, force_repair=True)
+            if config is None:
+                config = self._fallback()
+                base_id_or_none: int | None = None
+                if config is None:
+                    _log.info("DnnSAT: deferred request %d dropped: %s", parameter_id, self._exhausted)
+                    return
+            else:
+                base_id_or_none = base_id
+            self._st_callback(parameter_id, self._launch(parameter_id, base_id_or_none, config))
+
+    def _split(self, raw: Any, layout: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """NNI parameters -> (problem config in the problem's value types, extra top-level parameters).
+
+        ``layout`` is the space whose NNI form produced ``raw`` (default: the pruned space the base tuner
+        got); raises ``SpaceError`` when ``raw`` is outside it.
+        """
+        from dnnsat._space_io import config_from_nni
+
+        if not isinstance(raw, Mapping):
+            raise TypeError(f"expected a dict of parameters, got {type(raw).__name__}")
+        layout = self._pruned if layout is None else layout
+        plain = _plain(raw)
+        config = config_from_nni(layout, plain)
+        config = dict(self.problem.space.validate(config))
+        extras = {k: v for k, v in plain.items() if k not in self._problem_keys}
+        return config, extras
+
+    def _to_nni(self, full: Mapping[str, Any]) -> dict[str, Any]:
+        """A flat config (+ extras) -> parameters in the structure of the experiment's search space."""
+        from dnnsat._space_io import config_to_nni
+
+        extras = {k: v for k, v in full.items() if k not in self.problem.space}
+        nested = config_to_nni(self.problem.space, {k: v for k, v in full.items() if k in self.problem.space})
+        assert self._nni_space is not None
+        out = {
+            k: nested[k] if k in nested else extras[k] for k in self._nni_space if k in nested or k in extras
+        }
+        return _plain(out)  # type: ignore[no-any-return]
+
+    def _to_base(self, full: Mapping[str, Any]) -> dict[str, Any]:
+        """A flat config (+ extras) -> parameters in the structure of the base tuner's (pruned) space."""
+        from dnnsat._space_io import config_to_nni
+
+        names = self.problem.space.names
+        nested = config_to_nni(self._pruned, {k: v for k, v in full.items() if k in names})
+        nested.update({k: v for k, v in full.items() if k not in names})
+        return _plain(nested)  # type: ignore[no-any-return]
+
+    def _vet(self, base_id: int, raw: Any, force_repair: bool = False) -> dict[str, Any] | None:
+        """The configuration to launch for this proposal, or ``None`` after closing it in the base tuner."""
+        try:
+            config, extras = self._split(raw)
+        except Exception as err:
+            _log.warning("DnnSAT: proposal %s is outside the search space (%s); discarded", raw, err)
+            self._close_discarded(base_id, raw)
+            self.stats.rejected += 1
+            return None
+        self._last_extras = extras
+        verdict = self.problem.check(config)
+        if verdict.feasible:
+            self.stats.feasible += 1
+        elif self.mode == "repair" or force_repair:
+            fixed = self.problem.repair(config)
+            if fixed is None:
+                _log.debug("DnnSAT: proposal %s cannot be repaired; discarded", config)
+                self._close_discarded(base_id, raw)
+                self.stats.rejected += 1
+                return None
+            _log.debug("DnnSAT: repaired %s -> %s", config, fixed)
+            config = dict(fixed)
+            self.stats.repaired += 1
+        else:
+            _log.debug("DnnSAT: rejected %s (%s)", config, ", ".join(v.name for v in verdict.violations))
+            self._close_discarded(base_id, raw)
+            self.stats.rejected += 1
+            return None
+        full = {**config, **extras}
+        launched = self._launched.get(_key(full)) if self.dedup else None
+        if launched is not None:
+            self.stats.duplicates += 1
+            self._base_raw[base_id] = raw
+            if launched.has_value:
+                self._close(base_id, launched.value)
+            elif launched.ended:
+                self._close(base_id, None)
+            else:
+                launched.base_ids.append(base_id)
+            return None
+        self._base_raw[base_id] = raw
+        return full
+
+    def _launch(self, parameter_id: int, base_id: int | None, full: dict[str, Any]) -> dict[str, Any]:
+        assert self._nni_space is not None
+        key = _key(full)
+        self._launched[key] = _Launched(parameter_id, [] if base_id is None else [base_id])
+        self._by_real[parameter_id] = key
+        self.stats.launched += 1
+        return self._to_nni(full)
+
+    def _fallback(self) -> dict[str, Any] | None:
+        """A feasible configuration not launched yet, sampled by dnnsat; ``None`` when there is none."""
+        seed = int(self._rng.integers(2**31))
+        for config in self.problem.sample(32, seed=seed):
+            full = {**dict(config), **self._last_extras}
+            if _key(full) not in self._launched:
+                return full
+        for config in self._enumerate_unlaunched():
+            return config
+        self._exhausted = "every feasible configuration has been launched"
+        _log.info("DnnSAT: %s", self._exhausted)
+        return None
+
+    def _enumerate_unlaunched(self) -> Iterator[dict[str, Any]]:
+        if not all(self.problem.space[n].is_finite for n in self.problem.space.names):
+            return
+        for config in self.problem.enumerate(limit=len(self._launched) + 1):
+            full = {**dict(config), **self._last_extras}
+            if _key(full) not in self._launched:
+                yield full
+
+    # -- results -----------------------------------------------------------------------------------
+    def _penalty(self) -> float | None:
+        if self.penalty is not None:
+            return self.penalty
+        if not self._reals:
+            return None
+        lo, hi = min(self._reals), max(self._reals)
+        spread = hi - lo
+        if spread <= 0:
+            spread = max(1.0, abs(lo))
+        p = lo - spread if self.optimize_mode == "maximize" else hi + spread
+        if self._worst_penalty is not None:
+            p = (
+                min(p, self._worst_penalty)
+                if self.optimize_mode == "maximize"
+                else max(p, self._worst_penalty)
+            )
+        self._worst_penalty = p
+        return p
+
+    def _close_discarded(self, base_id: int, raw: Any) -> None:
+        self._base_raw[base_id] = raw
+        penalty = self._penalty()
+        self._close(base_id, penalty)
+
+    def _close(self, base_id: int, value: Any) -> None:
+        """Report ``value`` (``None``: failed, no result) for a base id, then end it (result first: TPE)."""
+        raw = self._base_raw.pop(base_id, None)
+        if value is not None:
+            self.base.receive_trial_result(base_id, raw, value)
+        self.base.trial_end(base_id, value is not None)
+
+    def receive_trial_result(self, parameter_id: int, parameters: Any, value: Any, **kwargs: Any) -> None:
+        """Pass a trial's final result to the base tuner (and to its aliases), in the base tuner's format."""
+        with self._lock:
+            key = self._by_real.get(parameter_id)
+            if key is None:
+                _log.info("DnnSAT: result for unknown parameter id %s ignored", parameter_id)
+                return
+            launched = self._launched[key]
+            launched.value, launched.has_value = value, True
+            scalar = _scalar(value)
+            if scalar is not None:
+                self._reals.append(scalar)
+            for base_id in launched.base_ids:
+                self.base.receive_trial_result(base_id, self._base_raw.get(base_id), value, **kwargs)
+
+    def trial_end(self, parameter_id: int, success: bool, **kwargs: Any) -> None:
+        """End the trial in the base tuner (and its aliases)."""
+        with self._lock:
+            key = self._by_real.get(parameter_id)
+            if key is None:
+                return
+            launched = self._launched[key]
+            launched.ended = True
+            base_ids, launched.base_ids = launched.base_ids, []
+            for base_id in base_ids:
+                self._base_raw.pop(base_id, None)
+                self.base.trial_end(base_id, success, **kwargs)
+
+    def import_data(self, data: Sequence[Any]) -> None:
+        """Import finished trials (``[{"parameter": ..., "value": ...}]``): feasible ones go to the base
+        tuner in the pruned space's terms and count as launched; infeasible ones are skipped."""
+        with self._lock:
+            if isinstance(data, str):
+                data = nni.load(data)
+            if self._base_space is None:
+                if self._nni_space is None:
+                    self._pending_import.extend(data)
+                return
+            accepted = []
+            skipped = 0
+            for trial in data:
+                if isinstance(trial, str):
+                    trial = nni.load(trial)
+                try:
+                    config, extras = self._split(trial["parameter"], layout=self.problem.space)
+                    feasible = self.problem.check(config).feasible
+                except Exception as err:
+                    _log.debug("DnnSAT: imported trial %s not in the space: %s", trial, err)
+                    feasible = False
+                if not feasible:
+                    skipped += 1
+                    continue
+                full = {**config, **extras}
+                accepted.append({**trial, "parameter": self._to_base(full)})
+                self._launched.setdefault(
+                    _key(full), _Launched(None, [], trial.get("value"), "value" in trial, True)
+                )
+                scalar = _scalar(trial.get("value"))
+                if scalar is not None:
+                    self._reals.append(scalar)
+            if skipped:
+                _log.info("DnnSAT: import_data skipped %d infeasible or out-of-space trial(s)", skipped)
+            if accepted:
+                self.base.import_data(accepted)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def _on_exit(self) -> None:
+        _log.info("DnnSAT: tuner statistics %s", self.stats.as_dict())
+        self.base._on_exit()
+
+    def _on_error(self) -> None:
+        self.base._on_error()
+
+
+class DnnSATClassArgsValidator(ClassArgsValidator):
+    """Validates ``classArgs`` of the registered ``DnnSAT`` tuner (used by ``nnictl`` v1 configs)."""
+
+    _KEYS = {
+        "problem": (str,),
+        "problem_args": (dict,),
+        "base_tuner": (str,),
+        "base_args": (dict,),
+        "mode": (str,),
+        "penalty": (int, float),
+        "max_attempts": (int,),
+        "dedup": (bool,),
+        "seed": (int,),
+    }
+
+    def validate_class_args(self, **kwargs: Any) -> None:
+        if "problem" not in kwargs:
+            raise ValueError("DnnSAT classArgs need 'problem': an import path 'pkg.module:attr'")
+        for key, value in kwargs.items():
+            if key not in self._KEYS:
+                raise ValueError(f"DnnSAT classArgs: unknown key {key!r}; known: {sorted(self._KEYS)}")
+            if not isinstance(value, self._KEYS[key]) or (key != "dedup" and isinstance(value, bool)):
+                raise ValueError(
+                    f"DnnSAT classArgs: {key!r} must be {' or '.join(t.__name__ for t in self._KEYS[key])}"
+                )
+        if kwargs.get("mode", "repair") not in MODES:
+            raise ValueError(f"DnnSAT classArgs: mode must be one of {MODES}")
