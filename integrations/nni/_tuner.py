@@ -262,7 +262,7 @@ class DnnSATTuner(Tuner):
         mode: str = "repair",
         problem_args: Mapping[str, Any] | None = None,
         penalty: float | None = None,
-        max_attempts: int = 100,
+        max_attempts: int = 20,
         dedup: bool = True,
         seed: int | None = None,
     ) -> None:
