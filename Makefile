@@ -32,6 +32,9 @@ test: lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.solver_perf
+	$(BIN)/python -m benchmarks.graph_perf
+	$(BIN)/python -m benchmarks.optuna_overhead
+	$(BIN)/python -m benchmarks.nni_overhead
 
 clean:
 	rm -rf $(VENV) build *.egg-info

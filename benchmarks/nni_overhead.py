@@ -9,7 +9,7 @@ For each budget (default limits; tight: flops <= 1e11, params <= 2e6) and NNI tu
   configuration, share of proposals feasible as proposed, infeasible launched (must be 0), time per
   configuration in total and inside the base tuner (the rest is dnnsat: check, repair, bookkeeping).
 Results report a 200-configuration run with a deterministic metric; the machine is shared, so compare
-ratios within a run. Writes the markdown table to notes/nni_bench.md.
+ratios within a run. Writes the table to the "nni" section of benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -20,17 +20,16 @@ import math
 import platform
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import nni
 from dnnsat.integrations.nni import DnnSATTuner
 from nni.tools.package_utils.tuner_factory import create_builtin_class_instance
 
+from benchmarks._report import update_readme
 from dnnsat._space_io import config_from_nni
 from dnnsat.zoo import synthetic_resnet_problem
 
-OUT = Path(__file__).resolve().parents[1] / "notes" / "nni_bench.md"
 LIMITS = {"default": {}, "tight": {"flops_limit": 1e11, "params_limit": 2e6}}
 ARGS: dict[str, dict[str, Any]] = {
     "TPE": {"optimize_mode": "maximize", "seed": 1},
@@ -141,8 +140,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(header)
     rows = run(args.configs, args.tuners.split(","))
     text = (
-        f"# DnnSATTuner on the reference problem ({args.configs} configurations per cell)\n\n"
-        f"`python -m benchmarks.nni_overhead` on {platform.node()} ({platform.processor() or 'cpu'}), "
+        f"## NNI: DnnSATTuner on the reference problem ({args.configs} configurations per cell)\n\n"
+        f"`python -m benchmarks.nni_overhead` ({platform.machine()}, 2 shared cores), "
         f"Python {platform.python_version()}. *bare*: the NNI tuner alone over the full space "
         "(GP: not run bare). *dnnsat ms*: time outside the base tuner's calls.\n\n"
         + header
@@ -150,8 +149,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         + "\n".join(_line(r) for r in rows)
         + "\n"
     )
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
+    update_readme("nni", text)
+    print("updated benchmarks/README.md")
 
 
 if __name__ == "__main__":
