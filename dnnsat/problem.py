@@ -662,10 +662,8 @@ class Problem:
     ) -> tuple[int, float]:
         """Feasible share of ``n`` points drawn uniformly from the union of the (undecided) boxes."""
         pts, _ = self._draw(comp, lo, hi, n, rng)
-        ok = comp.engine.feasible_points(pts)
-        # points that are non-canonical (inactive children not at index 0) are not configurations
-        canon = np.all(comp.domain.canonical(pts) == pts, axis=1)
-        return int((ok & canon).sum()), float(comp.domain.volume(lo, hi).sum())
+        hits = int(comp.engine.feasible_configurations(pts).sum())
+        return hits, float(comp.domain.volume(lo, hi).sum())
 
     @staticmethod
     def _draw(
@@ -737,9 +735,7 @@ class Problem:
             ok = np.ones(len(cand), dtype=bool)
             u = undecided[which]
             if u.any():
-                sub = cand[u]
-                ok_u = comp.engine.feasible_points(sub) & np.all(dom.canonical(sub) == sub, axis=1)
-                ok[np.flatnonzero(u)] = ok_u
+                ok[np.flatnonzero(u)] = comp.engine.feasible_configurations(cand[u])
             good = cand[ok][: n - got]
             chosen.append(good)
             got += len(good)

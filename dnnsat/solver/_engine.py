@@ -110,6 +110,10 @@ class Engine:
             ok[sel] = self.opaque(idx[sel])
         return ok
 
+    def feasible_configurations(self, idx: np.ndarray) -> np.ndarray:
+        """Feasible points that are configurations (inactive conditional dims at index 0)."""
+        return self.feasible_points(idx) & np.all(self.domain.canonical(idx) == idx, axis=1)
+
     def _witness_candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         mid = (lo + hi) // 2
         return self.domain.canonical(np.concatenate([lo, hi, mid]))
@@ -376,16 +380,9 @@ class Engine:
             keep = possibly & (lb < best_val)
             if not keep.any():
                 continue
-            blo, bhi, lb, split_dim, und = (
-                blo[keep],
-                bhi[keep],
-                lb[keep],
-                nb.split_dim[keep],
-                nb.undecided[keep],
-            )
+            blo, bhi, lb, split_dim, und = _take(keep, blo, bhi, lb, nb.split_dim, nb.undecided)
             offer(self._witness_candidates(blo, bhi))
-            keep = lb < best_val
-            blo, bhi, lb, split_dim, und = blo[keep], bhi[keep], lb[keep], split_dim[keep], und[keep]
+            blo, bhi, lb, split_dim, und = _take(lb < best_val, blo, bhi, lb, split_dim, und)
             if not len(blo):
                 continue
             vol = self.domain.volume(blo, bhi)
