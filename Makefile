@@ -35,6 +35,11 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.graph_perf
 	$(BIN)/python -m benchmarks.optuna_overhead
 	$(BIN)/python -m benchmarks.nni_overhead
+	$(BIN)/python -m benchmarks.memory_accuracy
+	$(BIN)/python -m benchmarks.latency_accuracy
+	$(BIN)/python -m benchmarks.nasbench201
+	$(BIN)/python -m benchmarks.hpo
+	-$(BIN)/python -m benchmarks.gpu_memory  # needs CUDA: says so and fails (ignored) elsewhere
 
 clean:
 	rm -rf $(VENV) build *.egg-info

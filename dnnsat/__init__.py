@@ -1,12 +1,14 @@
 """dnnsat: prune AutoML search spaces for deep learning before any trial runs.
 
 Public API: spaces (:class:`Space`, :class:`Int`, :class:`Float`, :class:`Categorical`), symbolic
-expressions (:mod:`dnnsat.expr`), :class:`Problem` and its results, and ready problems in
-:mod:`dnnsat.zoo`. Adapters live in ``dnnsat.integrations.optuna`` and ``dnnsat.integrations.nni``.
+expressions (:mod:`dnnsat.expr`), :class:`Problem` and its results, symbolic networks
+(:class:`Network`), budgets and device profiles (:class:`Budget`, :func:`get_device`), and ready
+problems in :mod:`dnnsat.zoo`. Adapters live in ``dnnsat.integrations.optuna`` and
+``dnnsat.integrations.nni``.
 """
 
 from . import expr, zoo
-from .cost import Budget, CostModelUnavailable
+from .cost import Budget, DeviceProfile, UnknownDeviceError, fit_device, get_device, list_devices
 from .expr import Const, Expr, Var, ceildiv, maximum, minimum, sum_, where
 from .graph import GraphError, Network, Tensor
 from .problem import (
@@ -28,7 +30,7 @@ __all__ = [
     "Categorical",
     "Const",
     "Constraint",
-    "CostModelUnavailable",
+    "DeviceProfile",
     "Estimate",
     "Explanation",
     "Expr",
@@ -45,12 +47,16 @@ __all__ = [
     "SpaceError",
     "Tensor",
     "UnitError",
+    "UnknownDeviceError",
     "Var",
     "Verdict",
     "Violation",
     "ceildiv",
     "expr",
+    "fit_device",
     "format_quantity",
+    "get_device",
+    "list_devices",
     "maximum",
     "minimum",
     "parse_quantity",

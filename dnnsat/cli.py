@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -18,6 +18,7 @@ from rich.table import Table
 
 from .problem import InfeasibleSpaceError, Problem
 from .space import SpaceError
+from .units import cost_kind, format_quantity
 
 console = Console()
 err_console = Console(stderr=True)
@@ -149,6 +150,16 @@ set_opt = click.option(
 )
 
 
+def _costs_table(costs: Mapping[str, Any]) -> Table:
+    """Costs with their units (``memory_*`` in bytes, ``latency`` in seconds, ...)."""
+    t = Table("cost", "value", "")
+    for k, val in costs.items():
+        kind = cost_kind(k)
+        unit = format_quantity(val, kind) if kind else ""
+        t.add_row(k, f"{val:,}" if isinstance(val, int) else f"{val:.6g}", unit)
+    return t
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dnnsat")
 def main() -> None:
@@ -178,10 +189,7 @@ def check(problem: str, budget: str | None, items: tuple[str, ...], as_json: boo
             for v in verdict.violations:
                 console.print(f"  [red]✗[/] {v}")
             if verdict.costs:
-                t = Table("cost", "value")
-                for k, val in verdict.costs.items():
-                    t.add_row(k, f"{val:,}" if isinstance(val, int) else f"{val:.6g}")
-                console.print(t)
+                console.print(_costs_table(verdict.costs))
 
         _emit(as_json, data, render)
         return 0 if verdict.feasible else 1
@@ -322,12 +330,16 @@ def explain(problem: str, budget: str | None, items: tuple[str, ...], as_json: b
             )
             return 0
         fix = p.repair(cfg)
+        costs = p.costs(cfg) if p.cost_exprs else {}
+        blamed = {name.split(":")[0] for name in expl.constraints}  # "memory" -> all memory_* components
+        shown = {k: v for k, v in costs.items() if k in blamed or any(k.startswith(b + "_") for b in blamed)}
         data = {
             "feasible": False,
             "core": expl.core,
             "constraints": expl.constraints,
             "sentence": expl.sentence,
             "repair": fix,
+            "costs": costs,
         }
 
         def render() -> None:
@@ -338,6 +350,8 @@ def explain(problem: str, budget: str | None, items: tuple[str, ...], as_json: b
                     "nearest feasible change: "
                     + ", ".join(f"{k}: {a} → {b}" for k, (a, b) in changes.items())
                 )
+            if shown:
+                console.print(_costs_table(shown))
 
         _emit(as_json, data, render)
         return 1
@@ -384,6 +398,83 @@ def audit(problem: str, budget: str | None, n: int, seed: int, fast: bool, as_js
 
         _emit(as_json, data, render)
         return 0 if report.precision == 1.0 and report.recall == 1.0 else 1
+
+    _run(run)
+
+
+def _si(value: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+@main.command()
+@json_opt
+def devices(as_json: bool) -> None:
+    """List the device catalog (peak FLOP/s, bandwidth, memory, launch overhead) used by latency/memory."""
+    from .cost._devices import list_devices
+
+    profiles = list_devices()
+    data = [p.to_dict() for p in profiles]
+
+    def render() -> None:
+        t = Table()
+        for col in ("name", "kind", "fp32", "fp16/bf16 tensor", "bandwidth", "memory", "launch"):
+            t.add_column(col, no_wrap=col == "name")
+        for p in profiles:
+            tensor = [v for k, v in p.peak_flops.items() if k in ("fp16_tensor", "bf16_tensor")]
+            half = max(tensor, default=None)
+            t.add_row(
+                p.name,
+                p.kind,
+                _si(p.peak_flops["fp32"], "FLOP/s"),
+                _si(half, "FLOP/s") if half else "-",
+                _si(p.memory_bandwidth, "B/s"),
+                f"{p.memory_bytes / 2**30:.0f} GiB",
+                f"{p.launch_overhead_s * 1e6:.0f} µs",
+            )
+        console.print(t)
+        console.print("Sources for every number: dnnsat devices --json (field 'sources').")
+
+    _emit(as_json, data, render)
+
+
+@main.command()
+@click.option(
+    "--out", "out", default=None, type=click.Path(dir_okay=False), help="write the profile JSON here"
+)
+@click.option("--device", "device", default="cpu", show_default=True, help="'cpu' or 'cuda[:i]'")
+@click.option("--threads", default=1, show_default=True, help="CPU threads during the benchmarks")
+@click.option("--quick", is_flag=True, help="small sizes, few repeats (a few seconds)")
+@json_opt
+def calibrate(out: str | None, device: str, threads: int, quick: bool, as_json: bool) -> None:
+    """Measure the local device with PyTorch micro-benchmarks and write a device profile."""
+
+    def run() -> int:
+        try:
+            from .torch import calibrate as run_calibrate
+        except ImportError as err:
+            raise InputError(f"dnnsat calibrate needs PyTorch: pip install 'dnnsat[torch]' ({err})") from None
+        with console.status(f"benchmarking {device}"):
+            profile = run_calibrate(device, threads=threads, quick=quick)
+        if out:
+            profile.save(out)
+
+        def render() -> None:
+            t = Table("field", "value")
+            for key, value in profile.peak_flops.items():
+                t.add_row(f"peak_flops.{key}", _si(value, "FLOP/s"))
+            t.add_row("memory_bandwidth", _si(profile.memory_bandwidth, "B/s"))
+            t.add_row("memory_bytes", f"{profile.memory_bytes / 2**30:.1f} GiB")
+            t.add_row("launch_overhead_s", f"{profile.launch_overhead_s * 1e6:.2f} µs")
+            t.add_row("context_bytes", f"{profile.context_bytes / 2**20:.0f} MiB")
+            console.print(t)
+            if out:
+                console.print(f"wrote {out} (use it as Budget(device={out!r}))")
+
+        _emit(as_json, profile.to_dict(), render)
+        return 0
 
     _run(run)
 

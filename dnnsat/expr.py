@@ -193,13 +193,13 @@ class Expr:
     def variables(self) -> frozenset[str]:
         """Names of the variables this expression depends on."""
         if self._vars is None:
-            if self.op == "var":
-                self._vars = frozenset([self.payload[0]])
-            else:
-                acc: frozenset[str] = frozenset()
-                for a in self.args:
-                    acc |= a.variables()
-                self._vars = acc
+            for node in topological([self]):  # children first: iterative, so deep DAGs are fine
+                if node._vars is None:
+                    if node.op == "var":
+                        node._vars = frozenset([node.payload[0]])
+                    else:
+                        node._vars = frozenset().union(*(a._vars for a in node.args))  # type: ignore[arg-type]
+        assert self._vars is not None
         return self._vars
 
     def __str__(self) -> str:
@@ -474,6 +474,23 @@ def topological(roots: Sequence[Expr]) -> list[Expr]:
         stack.append((node, True))
         stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
     return order
+
+
+_digests: dict[int, str] = {}  # id -> digest; safe because interned nodes live for the process
+
+
+def digest(e: Expr) -> str:
+    """A stable structural digest of ``e`` (same across processes), linear in the DAG's size.
+
+    Unlike ``str(e)``, which prints the DAG as a tree, this never blows up on shared subexpressions.
+    """
+    import hashlib
+
+    for node in topological([e]):
+        if id(node) not in _digests:
+            raw = f"{node.op}|{node.payload!r}|{node.sort}|" + ",".join(_digests[id(a)] for a in node.args)
+            _digests[id(node)] = hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
+    return _digests[id(e)]
 
 
 def variables(exprs: Iterable[Expr]) -> frozenset[str]:

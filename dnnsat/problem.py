@@ -14,10 +14,20 @@ from typing import Any
 
 import numpy as np
 
-from .expr import Expr, as_expr, compile_interval, compile_scalar, compile_vectorized, interval
+from .expr import (
+    Expr,
+    as_expr,
+    compile_interval,
+    compile_scalar,
+    compile_vectorized,
+    digest,
+    interval,
+    topological,
+)
 from .solver._boxes import Domain
 from .solver._engine import Engine, index_distance, interval_bound
 from .space import Space, SpaceError
+from .units import cost_kind, format_quantity
 
 __all__ = [
     "Problem",
@@ -67,6 +77,11 @@ class Constraint:
     def __str__(self) -> str:
         if self.expr is None:
             return f"{self.name}: <python predicate>"
+        size = len(topological([self.expr]))
+        if size > 200:  # printed as a tree, a large shared DAG would be unreadable (or exponential)
+            lhs = f"<{self.name} cost, {size} expression nodes>"
+            limit = _fmt(self.limit, self.name)
+            return f"{self.name}: {lhs} {self.sense} {limit}" if self.limit is not None else lhs
         return f"{self.name}: {self.expr}"
 
 
@@ -83,8 +98,8 @@ class Violation:
         if self.value is None:
             return f"{self.name} is violated"
         rel = f" ({self.excess / abs(self.limit):+.1%})" if self.limit and self.excess is not None else ""
-        over = f"by {_fmt(self.excess)}{rel}"
-        return f"{self.name} = {_fmt(self.value)} exceeds the limit {_fmt(self.limit)} {over}"
+        value, limit, excess = (_fmt(x, self.name) for x in (self.value, self.limit, self.excess))
+        return f"{self.name} = {value} exceeds the limit {limit} by {excess}{rel}"
 
 
 @dataclass(frozen=True)
@@ -231,9 +246,8 @@ class Problem:
         """A stable digest of the space and the constraints (cache key across processes)."""
         h = hashlib.sha256(repr(self.space).encode())
         for c in self.constraints:
-            h.update(
-                f"|{c.name}:{c.expr if c.expr is not None else getattr(c.predicate, '__qualname__', '?')}".encode()  # noqa: E501
-            )
+            body = digest(c.expr) if c.expr is not None else getattr(c.predicate, "__qualname__", "?")
+            h.update(f"|{c.name}:{body}".encode())
         return h.hexdigest()[:32]
 
     # -- compilation --------------------------------------------------------------------------------
@@ -865,7 +879,8 @@ class Problem:
                 side = "smallest" if c.sense in ("<=", "<") else "largest"
                 best = b_lo if c.sense in ("<=", "<") else b_hi
                 reasons.append(
-                    f"{c.name} {c.sense} {_fmt(c.limit)} (the {side} {c.name} possible is {_fmt(best)})"
+                    f"{c.name} {c.sense} {_fmt(c.limit, c.name)} "
+                    f"(the {side} {c.name} possible is {_fmt(best, c.name)})"
                 )
             else:
                 auto_name = c.name.startswith("c") and c.name[1:].isdigit()
@@ -965,9 +980,13 @@ def _py(x: Any) -> Any:
     return x.item() if hasattr(x, "item") else x
 
 
-def _fmt(x: Any) -> str:
+def _fmt(x: Any, name: str | None = None) -> str:
+    """A number for messages; with the name of a known cost, in its unit (``"16.0 GiB"``, ``"10.0 ms"``)."""
     if x is None:
         return "?"
+    kind = cost_kind(name) if name is not None else None
+    if kind is not None and isinstance(x, int | float) and not isinstance(x, bool):
+        return format_quantity(x, kind)
     if isinstance(x, float) and x.is_integer():
         x = int(x)
     if isinstance(x, int) and abs(x) >= 10_000:

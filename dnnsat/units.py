@@ -187,6 +187,24 @@ def _scaled(x: float, steps: list[tuple[float, str]]) -> tuple[str, str]:
     return f"{x / factor:.3g}", name
 
 
+# Units of the costs that budgets and networks name; other cost names have none.
+_COST_KINDS = {
+    "params": "count",
+    "flops": "flops",
+    "train_flops": "flops",
+    "weight_bytes": "bytes",
+    "activation_bytes": "bytes",
+    "bytes_moved": "bytes",
+    "latency": "time",
+    "train_step_time": "time",
+}
+
+
+def cost_kind(name: str) -> str | None:
+    """The quantity kind of a named cost (``memory*`` -> ``"bytes"``, ``latency`` -> ``"time"``), or None."""
+    return "bytes" if name.startswith("memory") else _COST_KINDS.get(name)
+
+
 def format_quantity(value: int | float, kind: str) -> str:
     """A short human string: ``"25.0M"``, ``"4.00 GFLOPs"``, ``"16.0 GiB"``, ``"10.0 ms"``.
 

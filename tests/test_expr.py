@@ -150,3 +150,12 @@ def test_misuse_gives_clear_errors() -> None:
     assert (act == "gelu") is (act == E.Const(1))
     with pytest.raises(ValueError, match="not a choice"):
         act == "tanh"  # noqa: B015
+
+
+def test_digest_is_structural_and_linear_in_the_dag():
+    x, y = E.Var("x"), E.Var("y")
+    assert E.digest(x + 2 * y) == E.digest(x + 2 * y) != E.digest(x + 2 * x)
+    deep = x
+    for _ in range(300):  # printed as a tree this would have 2**300 leaves
+        deep = E.maximum(deep + deep, deep * 2)
+    assert len(E.digest(deep)) == 16 and E.digest(deep) != E.digest(deep + 1)

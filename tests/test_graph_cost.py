@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import dnnsat as ds
-from dnnsat.cost import Budget, CostModelUnavailable, attach, cost_expressions
+from dnnsat.cost import Budget, attach, cost_expressions
 from dnnsat.graph import Network
 
 SPACE = ds.Space(
@@ -55,12 +55,18 @@ def test_budget_units_and_validation():
         Budget(params="25 GiB")  # bytes are not a count
 
 
-def test_memory_and_latency_budgets_not_available_yet():
-    b = Budget(memory="16GiB", latency="10ms", device="a100-80gb")
-    assert b.memory == 16 * 2**30 and b.latency == pytest.approx(0.01)
-    with pytest.raises(CostModelUnavailable, match="memory budget needs the memory cost model"):
-        ds.Problem(SPACE, model=build, budget=b)
-    assert isinstance(CostModelUnavailable("x"), NotImplementedError)
+def test_budget_device_memory_default_and_mixed_precision():
+    b = Budget(latency="10ms", device="a100-80gb")
+    assert b.latency == pytest.approx(0.01) and b.device == b.device_profile.name
+    assert b.memory == b.device_profile.memory_bytes > 80 * 10**9  # the device's capacity by default
+    assert Budget(memory="16GiB", device="a100-80gb").memory == 16 * 2**30
+    assert Budget().device_profile is None and Budget().memory is None
+    m = Budget(dtype="mixed")
+    assert (m.param_bytes, m.act_bytes, Budget(dtype="bf16").param_bytes) == (4, 2, 2)
+    with pytest.raises(ValueError, match="a100-80gb"):  # lists the known devices
+        Budget(device="a100-81gb")
+    p = ds.Problem(SPACE, model=build, budget=Budget(memory="1GiB", latency="1s", device="a100-80gb"))
+    assert {"memory", "latency"} <= {c.name for c in p.constraints}
 
 
 def test_problem_costs_rules_and_limits():

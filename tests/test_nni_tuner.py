@@ -15,6 +15,7 @@ import nni  # noqa: E402
 from dnnsat.integrations.nni import DnnSATClassArgsValidator, DnnSATTuner, load_problem  # noqa: E402
 
 import dnnsat as ds  # noqa: E402
+from benchmarks.nni_overhead import ARGS  # noqa: E402  (the tuner arguments the benchmark uses)
 from dnnsat._space_io import config_from_nni  # noqa: E402
 from dnnsat.zoo import synthetic_resnet_problem  # noqa: E402
 
@@ -67,15 +68,6 @@ def empty_problem() -> ds.Problem:
     return synthetic_resnet_problem(flops_limit=1.0, params_limit=2e6)
 
 
-BASE_ARGS: dict[str, dict[str, Any]] = {
-    "TPE": {"optimize_mode": "maximize", "seed": 1},
-    "Random": {"seed": 1},
-    "Anneal": {"optimize_mode": "maximize"},
-    "Evolution": {"optimize_mode": "maximize", "population_size": 16},
-    "GridSearch": {},
-    "GP": {"optimize_mode": "maximize", "selection_num_warm_up": 200, "cold_start_num": 5},
-}
-
 # The acceptance matrix: every wrapped tuner, 200 configurations, both limit settings, both modes.
 # The default run keeps one cheap cell per tuner (GP: slow, ~0.3 s per proposal); `-m slow` runs the rest.
 FAST = {
@@ -90,7 +82,7 @@ FAST = {
 # observation, and 60 configurations took over 600 s here. Use repair mode with GP (README, NNI section).
 MATRIX = [
     pytest.param(name, limits, mode, marks=() if (name, limits, mode) in FAST else pytest.mark.slow)
-    for name in BASE_ARGS
+    for name in ARGS
     for limits in ("default", "tight")
     for mode in ("repair", "reject")
     if (name, limits, mode) != ("GP", "tight", "reject")
@@ -102,7 +94,7 @@ def test_200_configs_all_feasible(name: str, limits: str, mode: str) -> None:
     if name == "Anneal":
         pytest.importorskip("hyperopt")
     problem = synthetic_resnet_problem(**(TIGHT if limits == "tight" else {}))
-    tuner = DnnSATTuner(problem, name, dict(BASE_ARGS[name]), mode=mode, seed=0)
+    tuner = DnnSATTuner(problem, name, dict(ARGS[name]), mode=mode, seed=0)
     n = 200
     configs = drive(tuner, problem, n)
     assert len(configs) == n

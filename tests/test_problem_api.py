@@ -176,6 +176,20 @@ def test_cli_exit_codes_and_json() -> None:
     assert code == 0 and json.loads(out)["count"] == 6
 
 
+def test_cli_explain_reports_memory_components_in_units() -> None:
+    cfg = {"depth": 4, "width": 1024, "activation": "relu", "batch_size": 256}
+    sets = [x for k, v in cfg.items() for x in ("--set", f"{k}={v}")]
+    code, out = run_cli("explain", "zoo:mlp", *sets, "--budget", "memory=8MiB,optimizer=adam")
+    assert code == 1 and "memory <= 8.00 MiB" in out and "nearest feasible change" in out
+    for part in ("memory_weights", "memory_optimizer", "memory_activations", "memory_overhead"):
+        assert part in out
+    code, out = run_cli("explain", "zoo:mlp", *sets, "--budget", "memory=8MiB,optimizer=adam", "--json")
+    costs = json.loads(out)["costs"]
+    parts = [v for k, v in costs.items() if k.startswith("memory_")]
+    assert len(parts) == 7 and sum(parts) == costs["memory"] > 8 * 2**20
+    assert costs["memory_optimizer"] == 2 * costs["memory_weights"]  # Adam: two fp32 moments per weight
+
+
 def make_small_problem() -> ds.Problem:
     space = ds.Space({"a": ds.Int(1, 4), "b": ds.Int(1, 4)})
     return ds.Problem(space).require(space.vars.a + space.vars.b <= 4, name="sum")

@@ -52,6 +52,8 @@ def test_to_torch_runs_on_cpu_and_matches_costs():
     assert m.flops == costs["flops"]
     assert m.train_flops is not None and m.train_flops > m.flops
     assert m.saved_bytes > 0 and m.time_s > 0
+    # params, the input and the tensors saved for backward are all alive when the forward ends
+    assert m.peak_bytes is not None and m.peak_bytes >= 4 * costs["params"] + x.nbytes + m.saved_bytes
     # a backward pass works: it is a real trainable module
     assert all(p_.grad is not None for p_ in module.parameters())
 
@@ -88,6 +90,7 @@ def test_measure_saved_bytes_close_to_estimate():
     m = measure(module, example_inputs(module), train=True, backward=False)
     est = p.costs(CFG)["activation_bytes"]
     assert 0.5 < est / m.saved_bytes < 2.0  # an estimate, audited rather than exact
+    assert m.peak_bytes is None  # meta tensors have no storage to track
 
 
 def test_audit_reports_precision_recall_and_costs():

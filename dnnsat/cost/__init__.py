@@ -1,10 +1,28 @@
-"""Cost models over symbolic networks: weights and FLOPs (memory and latency: later issues).
+"""Cost models over symbolic networks: weights, FLOPs, memory and latency; the device catalog.
 
 ``attach(problem, model, budget)`` is what ``dnnsat.Problem(space, model=, budget=)`` calls.
 This package never imports torch.
 """
 
 from ._attach import attach, build_network, cost_expressions
-from ._budget import DTYPE_BYTES, Budget, CostModelUnavailable
+from ._budget import DTYPE_BYTES, MIXED, OPTIMIZERS, Budget
+from ._devices import DeviceProfile, UnknownDeviceError, fit_device, get_device, list_devices
+from ._latency import latency_expressions
+from ._memory import memory_expressions
 
-__all__ = ["Budget", "CostModelUnavailable", "DTYPE_BYTES", "attach", "build_network", "cost_expressions"]
+__all__ = [
+    "Budget",
+    "DTYPE_BYTES",
+    "DeviceProfile",
+    "MIXED",
+    "OPTIMIZERS",
+    "UnknownDeviceError",
+    "attach",
+    "build_network",
+    "cost_expressions",
+    "fit_device",
+    "get_device",
+    "latency_expressions",
+    "list_devices",
+    "memory_expressions",
+]

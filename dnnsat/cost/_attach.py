@@ -2,13 +2,19 @@
 
 Costs (all symbolic, over the space's variables; whole batch as the network is built):
 
-* ``params``: trainable parameters; ``weight_bytes = params * bytes(dtype)``;
+* ``params``: trainable parameters; ``weight_bytes = params * bytes per stored parameter`` (fp32 master
+  weights for ``dtype="mixed"``);
 * ``flops``: forward FLOPs, 1 multiply-add = 2 FLOPs, matmul-like kernels only (conv, linear,
   matmul/bmm, attention, LSTM/GRU) - exactly ``FlopCounterMode`` on the meta device; ``macs = flops/2``;
 * ``train_flops = 3 * flops``: backward of a matmul-like op costs two of its forward (input and
   weight gradients; the first layer's input gradient included, as when inputs require grad);
 * ``activation_bytes``: activations saved for backward (an estimate), ``bytes_moved``: bytes read and
-  written by all ops (for a roofline model), ``other_ops``: elementwise/norm/pool arithmetic (not FLOPs).
+  written by all ops (for a roofline model), ``other_ops``: elementwise/norm/pool arithmetic (not FLOPs);
+* ``memory`` (bytes, peak of a training step or an inference pass, see :mod:`dnnsat.cost._memory`) and
+  its components ``memory_weights``, ``memory_gradients``, ``memory_optimizer``, ``memory_activations``,
+  ``memory_transient``, ``memory_input``, ``memory_overhead`` (they sum to ``memory``);
+* ``latency`` (seconds, one inference forward of the batch on the budget's device) and
+  ``train_step_time`` (seconds, forward + backward + optimizer step), see :mod:`dnnsat.cost._latency`.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import logging
 from typing import Any
 
 from ..expr import Expr
-from ..graph import GraphError, Network
-from ._budget import Budget, CostModelUnavailable
+from ..graph import Network
+from ._budget import Budget
+from ._latency import latency_expressions
+from ._memory import memory_expressions
 
 __all__ = ["cost_expressions", "attach", "build_network"]
 
@@ -27,17 +35,20 @@ log = logging.getLogger("dnnsat.cost")
 
 def cost_expressions(net: Network, budget: Budget | None = None) -> dict[str, Expr]:
     """Named cost expressions of ``net`` (see the module docstring for conventions)."""
-    b = (budget or Budget()).dtype_bytes
+    budget = budget or Budget()
     c = net.costs()
+    b = budget.act_bytes
     return {
         "params": c["params"],
-        "weight_bytes": b * c["params"],
+        "weight_bytes": budget.param_bytes * c["params"],
         "flops": c["flops"],
         "macs": c["macs"],
         "train_flops": 3 * c["flops"],
         "activation_bytes": b * c["saved"],
         "bytes_moved": b * c["io"],
         "other_ops": c["ops"],
+        **memory_expressions(net, budget, budget.device_profile),
+        **latency_expressions(net, budget, budget.device_profile),
     }
 
 
@@ -71,12 +82,6 @@ def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
     budget = budget if budget is not None else Budget()
     if not isinstance(budget, Budget):
         raise TypeError(f"budget must be a dnnsat Budget, got {type(budget).__name__}")
-    for name in ("memory", "latency"):
-        if getattr(budget, name) is not None:
-            raise CostModelUnavailable(
-                f"a {name} budget needs the {name} cost model, which is not available in this version yet; "
-                f"constrain params, weight_bytes or flops instead"
-            )
     if model is None:
         if budget.limits():
             raise ValueError("a Budget needs a model (Problem(space, model=build, budget=...))")
@@ -104,11 +109,3 @@ def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
     for name, limit in budget.limits().items():
         problem.require(exprs[name] <= limit, name=name)
     return net
-
-
-def check_network(net: Network, space: Any, train: bool = True) -> None:
-    """Raise :class:`GraphError` if an always-active rule of ``net`` fails everywhere on ``space``."""
-    try:
-        net.check_always_false(_box(space), train=train)
-    except GraphError:
-        raise

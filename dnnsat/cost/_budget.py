@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..units import parse_quantity
 
-__all__ = ["Budget", "CostModelUnavailable", "DTYPE_BYTES", "OPTIMIZERS"]
+__all__ = ["Budget", "DTYPE_BYTES", "OPTIMIZERS", "MIXED"]
 
 DTYPE_BYTES = {
     "float32": 4,
@@ -22,10 +22,7 @@ DTYPE_BYTES = {
     "fp8": 1,
 }
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
-
-
-class CostModelUnavailable(NotImplementedError):
-    """A budget uses a cost (memory, latency) whose model is not available in this version."""
+MIXED = "mixed"  # automatic mixed precision: fp16 activations and compute, fp32 master weights
 
 
 @dataclass(frozen=True)
@@ -34,11 +31,15 @@ class Budget:
 
     ``params`` (count, e.g. ``"25M"``), ``weight_bytes`` (bytes, e.g. ``"100MB"``), ``flops`` (forward
     FLOPs of one batch as the network is built, 1 multiply-add = 2 FLOPs, e.g. ``"4G"``), ``memory``
-    (bytes) and ``latency`` (seconds or ``"10ms"``) with ``device`` (a device profile name).
-    ``dtype`` sets the bytes per parameter and activation element; ``optimizer`` (``sgd``, ``momentum``,
-    ``adam``, ``adamw``), ``mode`` (``"train"`` or ``"inference"``: BatchNorm's training rule applies
-    only when training) and ``batch_size`` (for models whose input has no batch variable) feed the
-    memory and latency models.
+    (peak bytes of one training step or inference pass, e.g. ``"16GiB"``) and ``latency`` (seconds of
+    one inference forward of the batch, e.g. ``"10ms"``) on ``device``: a profile name from
+    ``dnnsat devices`` (``"a100-80gb"``), a :class:`~dnnsat.cost.DeviceProfile` or the path of a profile
+    JSON written by ``dnnsat calibrate``. With a device and no ``memory``, the memory limit is the
+    device's capacity. ``dtype`` (``float32``, ``float16``, ``bfloat16``, ... or ``"mixed"``: fp16
+    activations with fp32 master weights) sets the bytes per parameter and activation element;
+    ``optimizer`` (``sgd`` (default), ``momentum``, ``adam``, ``adamw``), ``mode`` (``"train"`` or
+    ``"inference"``: BatchNorm's training rule applies only when training) and ``batch_size`` (for
+    models whose input has no batch variable) feed the memory and latency models.
     """
 
     params: int | float | None = None
@@ -46,11 +47,12 @@ class Budget:
     flops: int | float | None = None
     memory: int | float | None = None
     latency: float | None = None
-    device: str | None = None
+    device: str | None = None  # the profile's name
     dtype: str = "float32"
     optimizer: str | None = None
     mode: str = "train"
     batch_size: int | None = None
+    device_profile: Any = field(default=None, compare=False, repr=False)  # resolved DeviceProfile or None
 
     def __init__(
         self,
@@ -59,7 +61,7 @@ class Budget:
         flops: Any = None,
         memory: Any = None,
         latency: Any = None,
-        device: str | None = None,
+        device: Any = None,
         dtype: str = "float32",
         optimizer: str | None = None,
         mode: str = "train",
@@ -68,8 +70,8 @@ class Budget:
         def q(value: Any, kind: str) -> Any:
             return None if value is None else parse_quantity(value, kind)
 
-        if dtype not in DTYPE_BYTES:
-            raise ValueError(f"Budget: unknown dtype {dtype!r}; known: {sorted(DTYPE_BYTES)}")
+        if dtype not in DTYPE_BYTES and dtype != MIXED:
+            raise ValueError(f"Budget: unknown dtype {dtype!r}; known: {sorted(DTYPE_BYTES) + [MIXED]}")
         if mode not in ("train", "inference"):
             raise ValueError(f"Budget: mode must be 'train' or 'inference', got {mode!r}")
         if optimizer is not None and optimizer.lower() not in OPTIMIZERS:
@@ -81,9 +83,17 @@ class Budget:
         object.__setattr__(self, "params", q(params, "count"))
         object.__setattr__(self, "weight_bytes", q(weight_bytes, "bytes"))
         object.__setattr__(self, "flops", q(flops, "flops"))
+        profile = None
+        if device is not None:
+            from ._devices import get_device
+
+            profile = get_device(device)
+            if memory is None and profile.memory_bytes:
+                memory = profile.memory_bytes
         object.__setattr__(self, "memory", q(memory, "bytes"))
         object.__setattr__(self, "latency", q(latency, "time"))
-        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "device", profile.name if profile is not None else None)
+        object.__setattr__(self, "device_profile", profile)
         object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "optimizer", optimizer.lower() if optimizer else None)
         object.__setattr__(self, "mode", mode)
@@ -91,7 +101,18 @@ class Budget:
 
     @property
     def dtype_bytes(self) -> int:
-        return DTYPE_BYTES[self.dtype]
+        """Bytes per activation element (2 for ``"mixed"``)."""
+        return self.act_bytes
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes per stored parameter element (fp32 master weights for ``"mixed"``)."""
+        return 4 if self.dtype == MIXED else DTYPE_BYTES[self.dtype]
+
+    @property
+    def act_bytes(self) -> int:
+        """Bytes per activation element."""
+        return 2 if self.dtype == MIXED else DTYPE_BYTES[self.dtype]
 
     @property
     def train(self) -> bool:

@@ -20,6 +20,9 @@ Counting conventions (per operator, whole batch as built):
   hooks see them (parameters excluded; int64 indices count 2, i.e. float32-sized units); an estimate,
   audited against the hooks, not exact (attention assumes a fused kernel; RNNs are approximate).
 * ``io``: elements read and written (inputs + outputs + parameters), for a roofline latency model.
+* ``mem``: storage-level behaviour for the memory model (:class:`Mem`): which tensors the autograd
+  node of the op, as materialized, keeps for backward, extra saved buffers (BatchNorm statistics,
+  dropout masks, max-pool indices, attention log-sum-exp), views, transient working sets.
 """
 
 from __future__ import annotations
@@ -28,9 +31,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..expr import Const, Expr, ExprLike, all_, as_expr, maximum, where
+from ..expr import Const, Expr, ExprLike, all_, any_, as_expr, ceildiv, maximum, where
 
-__all__ = ["Shape", "Check", "OpInfo", "OpDef", "CATALOG", "op", "prod", "Attrs", "lin", "eq", "divides"]
+__all__ = [
+    "Shape",
+    "Check",
+    "Mem",
+    "Sizes",
+    "OpInfo",
+    "OpDef",
+    "CATALOG",
+    "op",
+    "prod",
+    "Attrs",
+    "lin",
+    "eq",
+    "divides",
+]
 
 Shape = tuple[Expr, ...]
 
@@ -52,6 +69,41 @@ class Check:
     train_only: bool = False
 
 
+Sizes = tuple[tuple[Expr, str], ...]
+"""``((elements, kind), ...)``; kind ``"act"`` (activation dtype), ``"param"`` (parameter dtype),
+``"f32"``, ``"i64"`` or ``"bool"`` (fixed dtypes)."""
+
+
+@dataclass(frozen=True)
+class Mem:
+    """What an operator does with memory (as its PyTorch materializer runs on the CPU).
+
+    ``saves``: tensors the autograd graph keeps until this op's backward (``"in0"``, ``"in1"``,
+    ``"out"``; parameters excluded); ``extra``: other tensors kept for backward, allocated in the
+    forward; ``view``: the output aliases input 0 (no allocation); ``eval_view``: the same in eval
+    mode only; ``workspace`` / ``eval_workspace`` (default: ``workspace``): transient tensors of a
+    training / eval forward, alive with the output; ``backward``: transient tensors of the backward
+    besides the input gradients (``backward_frozen``: when no input needs a gradient; default:
+    ``backward``); ``largest_param``: elements of the largest parameter tensor (default: all params);
+    ``buffers``: non-trainable state (running statistics); ``grad_alias``: the backward hands the
+    output gradient itself to the inputs (``add``); ``cpu_kernels``: the working sets describe CPU
+    kernels only (a GPU model estimates its own).
+    """
+
+    saves: tuple[str, ...] = ()
+    extra: Sizes = ()
+    view: bool = False
+    eval_view: bool = False
+    workspace: Sizes = ()
+    eval_workspace: Sizes | None = None
+    backward: Sizes = ()
+    backward_frozen: Sizes | None = None
+    largest_param: Expr | None = None
+    buffers: Sizes = ()
+    grad_alias: bool = False
+    cpu_kernels: bool = False
+
+
 @dataclass
 class OpInfo:
     """What the catalog says about one operator application (all symbolic, element counts)."""
@@ -63,6 +115,7 @@ class OpInfo:
     ops: Expr = field(default_factory=lambda: Const(0))
     saved: Expr = field(default_factory=lambda: Const(0))
     io: Expr | None = None  # default: inputs + outputs + params
+    mem: Mem = field(default_factory=Mem)
 
     @property
     def flops(self) -> Expr:
@@ -292,11 +345,61 @@ def _conv_infer(nd: int) -> InferFn:
         y = (b, cout, *out)
         params = cout * (cin // g) * prod(k) + (cout if a.bias else 0)
         macs = b * prod(out) * cout * (cin // g) * prod(k)
+        mem = _conv_mem(x, y, a, nd)
         return OpInfo(
-            [y], checks, params=params, macs=macs, ops=_numel(y) if a.bias else Const(0), saved=_numel(x)
-        )
+            [y], checks, params=params, macs=macs, ops=_numel(y) if a.bias else Const(0), saved=_numel(x),
+            mem=mem,
+        )  # fmt: skip
 
     return infer
+
+
+def _conv_mem(x: Shape, y: Shape, a: Attrs, nd: int) -> Mem:
+    """Working sets of ``torch.nn.functional.conv{1,2}d`` on the CPU (fp32, one intra-op thread,
+    torch 2.13, AVX-512 oneDNN: 16-channel blocks).
+
+    ``aten/src/ATen/native/Convolution.cpp: use_mkldnn``: oneDNN runs unless the conv is unstrided,
+    undilated, 1x1 with a batch < 16, or has groups 1, a kernel <= 3, batch 1 and <= 20480 input
+    elements. oneDNN copies the input (when it has >= 16 channels) and the weight into blocked layouts
+    with channels padded to 16, computes into a padded output and converts it back. Its backward
+    holds, besides the input and weight gradients: the reordered output gradient (+ the input
+    re-laid out for the weight gradient when groups is 1 and there are >= 16 channels), or a blocked
+    input gradient (+ a copy of it when strided), or a blocked weight gradient. The native path
+    unfolds the input (``Cin * k * Ho * Wo`` columns) for kernels other than an unstrided 1x1, in
+    forward and backward. Read off allocator traces (``torch.profiler``, ``profile_memory=True``).
+    """
+    b, cin, sp = x[0], x[1], x[2:]
+    k, s, d, g, cout = a.kernel_size, a.stride, a.dilation, a.groups, a.out_channels
+    w = cout * (cin // g) * prod(k)
+    out_sp = prod(y[2:])
+    plain_1x1 = all_((ki == 1) & (si == 1) & (di == 1) for ki, si, di in zip(k, s, d))
+    small = (g == 1) & any_(ki <= 3 for ki in k) & (b == 1) & (b * cin * prod(sp) <= 20480)
+    onednn = ~((plain_1x1 & (b < 16)) | small)
+    pad16 = lambda c: ceildiv(c, 16) * 16  # noqa: E731
+    in_copy = where(cin >= 16, b * pad16(cin) * prod(sp), 0)
+    out_pad = b * pad16(cout) * out_sp
+    cols = where(plain_1x1, 0, (cin // g) * prod(k) * out_sp)
+    out = b * cout * out_sp
+    # a strided 1x1 first subsamples one sample of the input into a scratch buffer (+ 32 elements)
+    strided_1x1 = all_(ki == 1 for ki in k) & any_(si > 1 for si in s)
+    scratch = where(strided_1x1, cin * out_sp + 32, 0)
+    fwd = where(onednn, maximum(scratch + in_copy + w + out_pad - out, out_pad), cols)
+    in_pad = b * pad16(cin) * prod(sp)
+    relayout = where((g == 1) & (cin >= 16), in_pad, 0)  # input re-layout for the weight gradient
+    # a strided conv's input gradient is copied once more (``clone``) unless groups have < 16 channels
+    clone = where(any_(si > 1 for si in s) & ((g == 1) | (cin // g >= 16)), b * cin * prod(sp), 0)
+    # beyond the input and weight gradients the model holds at this op's backward (the weight gradient
+    # is allocated last, so the earlier phases are short of it):
+    bwd = where(onednn, maximum(out_pad + relayout, in_pad + clone - w, w), cols)
+    frozen = where(onednn, maximum(out_pad + in_copy, w), cols)  # weight gradient only (network input)
+    return Mem(
+        saves=("in0",),
+        workspace=((fwd, "act"),),
+        backward=((bwd, "act"),),
+        backward_frozen=((frozen, "act"),),
+        largest_param=w,
+        cpu_kernels=True,
+    )
 
 
 def _conv_torch(nd: int) -> TorchFn:
@@ -350,7 +453,8 @@ def _conv_transpose2d(ins: list[Shape], a: Attrs) -> OpInfo:
     y = (b, cout, *out)
     params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
     macs = b * prod(sp) * cin * (cout // g) * prod(k)
-    return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x))
+    mem = Mem(saves=("in0",), largest_param=cin * (cout // g) * prod(k))
+    return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x), mem=mem)
 
 
 @_conv_transpose2d.torch
@@ -384,7 +488,8 @@ def _linear(ins: list[Shape], a: Attrs) -> OpInfo:
     y = (*x[:-1], fout)
     rows = prod(x[:-1])
     params = fin * fout + (fout if a.bias else 0)
-    return OpInfo([y], params=params, macs=rows * fin * fout, saved=_numel(x))
+    mem = Mem(saves=("in0",), largest_param=fin * fout)
+    return OpInfo([y], params=params, macs=rows * fin * fout, saved=_numel(x), mem=mem)
 
 
 @_linear.torch
@@ -419,7 +524,8 @@ def _matmul(ins: list[Shape], a: Attrs) -> OpInfo:
     m, k, k2, n = x[-2], x[-1], y[-2], y[-1]
     out = (*batch, m, n)
     checks = [Check("inner dimensions match", eq(k, k2)), Check("batch dimensions broadcast", ok)]
-    return OpInfo([out], checks, macs=prod(batch) * m * k * n, saved=_numel(x) + _numel(y))
+    mem = Mem(saves=("in0", "in1"))
+    return OpInfo([out], checks, macs=prod(batch) * m * k * n, saved=_numel(x) + _numel(y), mem=mem)
 
 
 @_matmul.torch
@@ -434,7 +540,8 @@ def _bmm(ins: list[Shape], a: Attrs) -> OpInfo:
     x, y = ins
     out = (x[0], x[1], y[2])
     checks = [Check("batch sizes match", eq(x[0], y[0])), Check("inner dimensions match", eq(x[2], y[1]))]
-    return OpInfo([out], checks, macs=x[0] * x[1] * x[2] * y[2], saved=_numel(x) + _numel(y))
+    mem = Mem(saves=("in0", "in1"))
+    return OpInfo([out], checks, macs=x[0] * x[1] * x[2] * y[2], saved=_numel(x) + _numel(y), mem=mem)
 
 
 @_bmm.torch
@@ -450,7 +557,8 @@ def _embedding(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
     y = (*x, a.dim)
     saved = 2 * _numel(x)  # int64 ids: 8 bytes = 2 float32 elements
-    return OpInfo([y], params=a.num_embeddings * a.dim, saved=saved, io=_numel(x) + 2 * _numel(y))
+    mem = Mem(saves=("in0",))
+    return OpInfo([y], params=a.num_embeddings * a.dim, saved=saved, io=_numel(x) + 2 * _numel(y), mem=mem)
 
 
 @_embedding.torch
@@ -483,7 +591,17 @@ def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
     # projections' inputs (x three times, attention output once), q, k, v, output, log-sum-exp: what a
     # fused (flash / memory-efficient) kernel keeps; the meta device's math path also keeps b*h*s*s scores
     saved = 6 * b * s * d + 2 * b * s * kvd + b * h * s
-    return OpInfo([x], checks, params=params, macs=proj + scores, ops=3 * b * h * s * s, saved=saved)
+    # CPU flash kernel: q, k, v, its output (viewed, not copied, by the reshape) and the fp32
+    # log-sum-exp stay for backward; eval keeps q, k, v, y as locals until the out projection returns
+    qkvy: Sizes = ((b * s * d, "act"), (2 * b * s * kvd, "act"), (b * s * d, "act"))
+    mem = Mem(
+        saves=("in0",),
+        extra=(*qkvy, (b * h * s, "f32")),
+        eval_workspace=qkvy,
+        backward=((3 * b * s * d, "act"), (2 * b * s * kvd, "act")),
+        largest_param=d * d,
+    )
+    return OpInfo([x], checks, params=params, macs=proj + scores, ops=3 * b * h * s * s, saved=saved, mem=mem)
 
 
 @_attention.torch
@@ -530,9 +648,11 @@ def _rnn_infer(gates: int) -> InferFn:
         y = (b, s, dirs * hdim)
         saved = layers * dirs * b * s * (fin + (gates + 2) * hdim)
         checks = [_ge1("hidden size is positive", hdim)]
+        mem = Mem(saves=("in0",), extra=((saved - _numel(x), "act"),))  # approximate, as ``saved``
         return OpInfo(
-            [y], checks, params=params, macs=macs, ops=layers * dirs * b * s * hdim * 4 * gates, saved=saved
-        )
+            [y], checks, params=params, macs=macs, ops=layers * dirs * b * s * hdim * 4 * gates, saved=saved,
+            mem=mem,
+        )  # fmt: skip
 
     return infer
 
@@ -581,7 +701,13 @@ def _batchnorm(ins: list[Shape], a: Attrs) -> OpInfo:
         Check("more than one value per channel (training)", prod((x[0], *x[2:])) > 1, train_only=True),
     ]
     saved = _numel(x) + 4 * c  # input + per-channel batch mean, inverse std and running statistics
-    return OpInfo([x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved)
+    # batch mean and inverse std (fp32) kept for backward; running mean/var (fp32) + a step counter
+    mem = Mem(
+        saves=("in0",), extra=((2 * c, "f32"),), largest_param=c, buffers=((2 * c, "f32"), (Const(1), "i64"))
+    )
+    return OpInfo(
+        [x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved, mem=mem
+    )
 
 
 @_batchnorm.torch
@@ -599,7 +725,8 @@ def _layernorm(ins: list[Shape], a: Attrs) -> OpInfo:
     n = prod(x[len(x) - a.dims :])
     params = (n if a.affine else 0) + (n if a.affine and a.bias else 0)
     rows = prod(x[: len(x) - a.dims])
-    return OpInfo([x], params=as_expr(params), ops=5 * _numel(x), saved=_numel(x) + 2 * rows)
+    mem = Mem(saves=("in0",), extra=((2 * rows, "f32"),), largest_param=n)
+    return OpInfo([x], params=as_expr(params), ops=5 * _numel(x), saved=_numel(x) + 2 * rows, mem=mem)
 
 
 @_layernorm.torch
@@ -615,7 +742,10 @@ def _groupnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     c, g = x[1], a.groups
     checks = [Check("groups divide channels", divides(g, c))]
     saved = _numel(x) + 2 * x[0] * g  # input + per-group mean and inverse std
-    return OpInfo([x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved)
+    mem = Mem(saves=("in0",), extra=((2 * x[0] * g, "f32"),), largest_param=c)
+    return OpInfo(
+        [x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved, mem=mem
+    )
 
 
 @_groupnorm.torch
@@ -632,7 +762,8 @@ def _groupnorm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 def _activation(name: str, saves: str) -> None:
     def infer(ins: list[Shape], a: Attrs) -> OpInfo:
         (x,) = ins
-        return OpInfo([x], ops=_numel(x), saved=_numel(x) if saves else Const(0))
+        mem = Mem(saves=({"in": "in0", "out": "out"}[saves],))
+        return OpInfo([x], ops=_numel(x), saved=_numel(x) if saves else Const(0), mem=mem)
 
     def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
         import torch.nn as nn
@@ -666,7 +797,7 @@ for _name, _saves in (
 @op("softmax")
 def _softmax(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
-    return OpInfo([x], ops=3 * _numel(x), saved=_numel(x))
+    return OpInfo([x], ops=3 * _numel(x), saved=_numel(x), mem=Mem(saves=("out",)))
 
 
 @_softmax.torch
@@ -679,7 +810,8 @@ def _softmax_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 @op("dropout")
 def _dropout(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
-    return OpInfo([x], ops=_numel(x), saved=_numel(x))
+    mem = Mem(extra=((_numel(x), "bool"),), eval_view=True)  # training: a bool mask; eval: identity
+    return OpInfo([x], ops=_numel(x), saved=_numel(x), mem=mem)
 
 
 @_dropout.torch
@@ -706,7 +838,8 @@ def _binary(name: str) -> None:
         x, y = ins
         out, ok = _broadcast(x, y)
         saved = _numel(x) + _numel(y) if name == "mul" else Const(0)
-        return OpInfo([out], [Check("shapes broadcast", ok)], ops=_numel(out), saved=saved)
+        mem = Mem(saves=("in0", "in1") if name == "mul" else (), grad_alias=name == "add")
+        return OpInfo([out], [Check("shapes broadcast", ok)], ops=_numel(out), saved=saved, mem=mem)
 
     def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
         import torch
@@ -766,7 +899,8 @@ def _pool_infer(kind: str, nd: int) -> InferFn:
         ]
         y = (x[0], x[1], *out)
         saved = _numel(x) + (2 * _numel(y) if kind == "max" else 0)  # input (+ int64 indices)
-        return OpInfo([y], checks, ops=_numel(y) * prod(k), saved=saved)
+        mem = Mem(saves=("in0",), extra=((_numel(y), "i64"),) if kind == "max" else ())
+        return OpInfo([y], checks, ops=_numel(y) * prod(k), saved=saved, mem=mem)
 
     return infer
 
@@ -790,7 +924,12 @@ def _adaptive_infer(kind: str, nd: int) -> InferFn:
         y = (x[0], x[1], *a.output_size)
         checks = [_ge1("output size is positive", *a.output_size)]
         saved = _numel(x) + 2 * _numel(y) if kind == "max" else Const(0)
-        return OpInfo([y], checks, ops=_numel(x), saved=saved)
+        if kind == "max":
+            mem = Mem(saves=("in0",), extra=((_numel(y), "i64"),))
+        else:  # output size 1 runs as a mean (nothing saved); other sizes keep the input
+            ones = all(o.is_const and o.value == 1 for o in a.output_size)
+            mem = Mem(saves=() if ones else ("in0",))
+        return OpInfo([y], checks, ops=_numel(x), saved=saved, mem=mem)
 
     return infer
 
@@ -848,7 +987,7 @@ def _concat_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 def _flatten(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
     lo, hi = a.start_dim, a.end_dim
-    return OpInfo([(*x[:lo], prod(x[lo : hi + 1]), *x[hi + 1 :])], io=Const(0))
+    return OpInfo([(*x[:lo], prod(x[lo : hi + 1]), *x[hi + 1 :])], io=Const(0), mem=Mem(view=True))
 
 
 @_flatten.torch
@@ -873,7 +1012,7 @@ def _reshape(ins: list[Shape], a: Attrs) -> OpInfo:
         )
     else:
         checks.append(Check("element count preserved", _numel(x) == known))
-    return OpInfo([tuple(target)], checks, io=Const(0))
+    return OpInfo([tuple(target)], checks, io=Const(0), mem=Mem(view=True))
 
 
 @_reshape.torch

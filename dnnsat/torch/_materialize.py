@@ -20,7 +20,11 @@ __all__ = ["GraphModule", "to_torch", "example_inputs", "resolve_network", "conc
 
 
 class GraphModule(nn.Module):
-    """An ``nn.Module`` interpreting a concretized network; ``forward(*inputs)`` in input order."""
+    """An ``nn.Module`` interpreting a concretized network; ``forward(*inputs)`` in input order.
+
+    Like hand-written ``x = layer(x)`` code, ``forward`` drops each intermediate tensor after its last
+    consumer, so peak memory is what the memory model predicts.
+    """
 
     def __init__(self, conc: Concrete) -> None:
         super().__init__()
@@ -50,12 +54,20 @@ class GraphModule(nn.Module):
                 in_shapes = [conc.shapes[i] for i in node.inputs]
                 self.layers[node.label] = entry.build(conc.attrs[node.index], in_shapes)
                 self._plan.append(("op", (node.output, node.label, node.inputs)))
+        last_use: dict[int, int] = {}
+        for pos, (kind, data) in enumerate(self._plan):
+            uses = data[2] if kind == "op" else data[1:3] if kind == "select" else ()
+            last_use.update((i, pos) for i in uses if i is not None)
+        last_use.update((i, len(self._plan)) for i in self._outputs)
+        self._drop: dict[int, list[int]] = {}
+        for i, pos in last_use.items():
+            self._drop.setdefault(pos, []).append(i)
 
     def forward(self, *inputs: Any) -> Any:
         if len(inputs) != self._n_inputs:
             raise TypeError(f"the network takes {self._n_inputs} input(s), got {len(inputs)}")
         values: dict[int, Any] = {}
-        for kind, data in self._plan:
+        for pos, (kind, data) in enumerate(self._plan):
             if kind == "op":
                 out, label, ins = data
                 values[out] = self.layers[label](*(values[i] for i in ins))
@@ -72,6 +84,8 @@ class GraphModule(nn.Module):
                         f"{tuple(values[chosen].shape)}"
                     )
                 values[out] = values[chosen]
+            for i in self._drop.get(pos, ()):
+                del values[i]
         outs = [values[i] for i in self._outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dnnsat._space_io import config_from_nni, config_to_nni
+
 from ._tuner import MODES, DnnSATClassArgsValidator, DnnSATTuner, TunerStats, load_problem
 
 __all__ = [
@@ -18,6 +20,8 @@ __all__ = [
     "MODES",
     "load_problem",
     "registration_file",
+    "config_from_nni",
+    "config_to_nni",
 ]
 
 

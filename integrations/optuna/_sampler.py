@@ -492,7 +492,8 @@ class DnnSATSampler(BaseSampler):
         if not rows:
             return None
         n = len(rows)
-        columns: dict[str, np.ndarray] = {k: np.array([v0] * n) for k, v0 in candidate.items()}
+        # dtype=object: a numpy string array would be fixed-width and cut longer labels ("skip_connect")
+        columns: dict[str, np.ndarray] = {k: np.array([v0] * n, dtype=object) for k, v0 in candidate.items()}
         for r, (name, v, _) in enumerate(rows):
             columns[name][r] = v
         ok = self._problem.check_batch(columns)

@@ -1,0 +1,349 @@
+"""Device profiles: the catalog in ``devices.yaml``, JSON profiles, and fitting efficiency factors.
+
+A :class:`DeviceProfile` holds what the latency and memory models need: peak FLOP/s per dtype
+(1 multiply-add = 2 FLOPs; dense tensor-core figures under ``*_tensor`` keys), DRAM bandwidth (bytes/s),
+memory size (bytes), the per-kernel launch/dispatch overhead (seconds), the CUDA context size (bytes)
+and efficiency factors (share of the peak that real kernels reach: ``compute``, ``memory`` and optional
+per-op-class compute factors such as ``conv`` or ``elementwise``, see :mod:`dnnsat.cost._latency`).
+Every number of a catalog entry has a source in ``sources``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DeviceProfile", "UnknownDeviceError", "get_device", "list_devices", "fit_device", "CATALOG_PATH"]
+
+CATALOG_PATH = Path(__file__).with_name("devices.yaml")
+NUMBERS = (
+    "peak_flops",
+    "memory_bandwidth",
+    "memory_bytes",
+    "launch_overhead_s",
+    "context_bytes",
+    "efficiency",
+)
+
+# dtype -> peak_flops keys, fastest unit first (PyTorch's defaults: fp32 matmul/conv on the vector
+# units, as torch.backends.cuda.matmul.allow_tf32 is False; fp16/bf16 on tensor cores when present)
+_UNITS = {
+    "float32": ("fp32",),
+    "float64": ("fp64", "fp32"),
+    "float16": ("fp16_tensor", "fp16", "fp32"),
+    "mixed": ("fp16_tensor", "fp16", "fp32"),
+    "bfloat16": ("bf16_tensor", "bf16", "fp32"),
+    # 8-bit inference: the catalog lists no int8/fp8 peaks, so these run at the 16-bit peak (conservative)
+    "int8": ("int8_tensor", "fp16_tensor", "fp16", "fp32"),
+    "float8": ("fp8_tensor", "fp16_tensor", "fp16", "fp32"),
+}
+_DTYPE_ALIASES = {
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp64": "float64",
+    "fp8": "float8",
+}
+
+
+class UnknownDeviceError(ValueError):
+    """A device name that is neither in the catalog nor a profile file."""
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """One device. Units: FLOP/s, bytes/s, bytes, seconds; ``efficiency`` values are shares of the peaks.
+
+    A fitted factor may exceed 1 where the peak is a measured number (``calibrate``) that some ops beat,
+    e.g. tensors that stay in cache move faster than a DRAM copy.
+
+    ``channel_block``: GEMM-like kernels process channels in blocks of this many elements (SIMD lanes
+    on a CPU, e.g. 16 fp32 lanes with AVX-512); the latency model pads their work to whole blocks.
+    ``cache_bytes``/``cache_bandwidth``: an op whose bytes moved fit in this cache runs at the cache's
+    bandwidth instead of ``memory_bandwidth`` (0: not modelled).
+    ``kind`` is ``"gpu"`` (kernels run asynchronously to the host's dispatch: the latency model overlaps
+    launch overhead with kernel time) or ``"cpu"`` (dispatch and kernels run one after the other).
+    """
+
+    name: str
+    kind: str
+    peak_flops: Mapping[str, float]
+    memory_bandwidth: float
+    memory_bytes: int
+    launch_overhead_s: float
+    context_bytes: int = 0
+    channel_block: int = 1
+    cache_bytes: int = 0
+    cache_bandwidth: float = 0.0
+    efficiency: Mapping[str, float] = field(default_factory=lambda: {"compute": 0.5, "memory": 0.7})
+    sources: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("gpu", "cpu"):
+            raise ValueError(f"device {self.name!r}: kind must be 'gpu' or 'cpu', got {self.kind!r}")
+        if "fp32" not in self.peak_flops:
+            raise ValueError(f"device {self.name!r}: peak_flops needs an 'fp32' entry (FLOP/s)")
+        for key in ("compute", "memory"):
+            if key not in self.efficiency:
+                raise ValueError(f"device {self.name!r}: efficiency needs a {key!r} factor")
+        bad = {k: v for k, v in {**self.peak_flops, **self.efficiency}.items() if not v > 0}
+        ok = self.memory_bandwidth > 0 and self.launch_overhead_s >= 0 and self.channel_block >= 1
+        if bad or not ok or (self.cache_bytes > 0 and not self.cache_bandwidth > 0):
+            raise ValueError(
+                f"device {self.name!r}: peaks, bandwidth and efficiencies must be positive ({bad})"
+            )
+
+    def peak(self, dtype: str = "float32") -> float:
+        """Peak FLOP/s PyTorch can use for ``dtype`` (``float32``, ``float16``, ``bfloat16``, ``mixed``)."""
+        units = _UNITS.get(_DTYPE_ALIASES.get(dtype, dtype))
+        if units is None:
+            raise ValueError(f"peak: no compute unit for dtype {dtype!r}; known: {sorted(_UNITS)}")
+        return float(next(self.peak_flops[u] for u in (*units, "fp32") if u in self.peak_flops))
+
+    def replace(self, **changes: Any) -> DeviceProfile:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["peak_flops"], d["efficiency"], d["sources"] = (
+            dict(self.peak_flops),
+            dict(self.efficiency),
+            dict(self.sources),
+        )
+        d["aliases"] = list(self.aliases)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceProfile:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"device profile: unknown fields {sorted(unknown)}; known: {sorted(known)}")
+        missing = {"name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "launch_overhead_s"}
+        missing -= set(data)
+        if missing:
+            raise ValueError(f"device profile: missing fields {sorted(missing)}")
+        d = dict(data)
+        d["peak_flops"] = {k: float(v) for k, v in d["peak_flops"].items()}
+        d["memory_bandwidth"] = float(d["memory_bandwidth"])
+        d["memory_bytes"] = int(d["memory_bytes"])
+        d["launch_overhead_s"] = float(d["launch_overhead_s"])
+        d["context_bytes"] = int(d.get("context_bytes", 0))
+        d["channel_block"] = int(d.get("channel_block", 1))
+        d["cache_bytes"] = int(d.get("cache_bytes", 0))
+        d["cache_bandwidth"] = float(d.get("cache_bandwidth", 0.0))
+        if "efficiency" in d:
+            d["efficiency"] = {k: float(v) for k, v in d["efficiency"].items()}
+        d["aliases"] = tuple(d.get("aliases", ()))
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> DeviceProfile:
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> DeviceProfile:
+        try:
+            return cls.from_json(Path(path).read_text())
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"cannot read device profile {str(path)!r}: {err}") from None
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+@cache
+def _catalog() -> tuple[dict[str, DeviceProfile], dict[str, str]]:
+    import yaml
+
+    raw = yaml.safe_load(CATALOG_PATH.read_text())
+    profiles: dict[str, DeviceProfile] = {}
+    index: dict[str, str] = {}
+    for name, entry in raw["devices"].items():
+        base = raw["defaults"][entry["kind"]]
+        merged = {**base, **entry, "sources": {**base["sources"], **entry.get("sources", {})}}
+        merged["name"] = str(name)
+        profiles[str(name)] = DeviceProfile.from_dict(merged)
+        for alias in (name, *entry.get("aliases", ())):
+            index[_key(str(alias))] = str(name)
+    return profiles, index
+
+
+def list_devices() -> list[DeviceProfile]:
+    """Every catalog profile, in file order."""
+    return list(_catalog()[0].values())
+
+
+def get_device(device: str | Path | DeviceProfile) -> DeviceProfile:
+    """A profile by catalog name or alias (case-insensitive), a ``.json`` profile path, or itself."""
+    if isinstance(device, DeviceProfile):
+        return device
+    if not isinstance(device, str | Path):
+        raise TypeError(
+            f"device must be a name, a profile path or a DeviceProfile, got {type(device).__name__}"
+        )
+    profiles, index = _catalog()
+    text = str(device)
+    if _key(text) in index:
+        return profiles[index[_key(text)]]
+    path = Path(text)
+    if path.suffix == ".json" or path.is_file():
+        if not path.is_file():
+            raise UnknownDeviceError(
+                f"device profile file {text!r} does not exist (write one: dnnsat calibrate)"
+            )
+        return DeviceProfile.load(path)
+    raise UnknownDeviceError(
+        f"unknown device {text!r}; known: {', '.join(profiles)} (or a profile .json from `dnnsat calibrate`)"
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# fitting
+
+
+Sample = tuple[Any, float]
+
+
+def fit_device(
+    profile: str | DeviceProfile,
+    samples: Sequence[Sample],
+    budget: Any = None,
+    space: Any = None,
+    prior_weight: float = 0.05,
+    name: str | None = None,
+) -> DeviceProfile:
+    """Adjust ``profile``'s launch overhead and efficiency factors to measured latencies.
+
+    ``samples``: ``(network, seconds)`` for networks without free variables, or
+    ``((network, config), seconds)`` with ``config`` a user configuration encoded with ``space`` when
+    given, else an already encoded assignment, or ``((problem, config), seconds)`` for a Problem built
+    with a model (encoded with the problem's space). Seconds are the measured inference latency
+    of the batch as built (the model's ``latency`` cost); ``budget`` sets the dtype.
+
+    Fitted parameters: ``launch_overhead_s``, the ``memory`` efficiency and one compute efficiency per op
+    class present in the samples (``conv``, ``matmul``, ``elementwise``, ...). The fit minimises the
+    squared log error of the predictions (a ratio error: small and large networks weigh alike) plus
+    ``prior_weight`` times the squared log distance of each parameter from the starting profile - a
+    weak log-normal prior that keeps parameters the samples cannot identify where they were. It is a
+    damped Gauss-Newton (Levenberg-Marquardt) fit in log space, started from the profile and from 30x
+    lower compute efficiencies (the roofline's ``max`` has no gradient in its inactive branch); the
+    better of the two is kept. It sees only ``samples``; peaks, bandwidth and sizes are not changed.
+    """
+    from ..expr import compile_vectorized
+    from ..graph import Network
+    from ._latency import class_efficiency, latency_model
+
+    base = get_device(profile)
+    if len(samples) < 2:
+        raise ValueError(f"fit_device: needs at least 2 samples (network, seconds), got {len(samples)}")
+    groups: dict[int, tuple[Network, list[Mapping[str, Any]], list[float]]] = {}
+    for i, (item, seconds) in enumerate(samples):
+        net, config = item if isinstance(item, tuple) else (item, {})
+        sample_space = space
+        if not isinstance(net, Network) and isinstance(getattr(net, "network", None), Network):
+            net, sample_space = net.network, net.space  # a Problem: encode with its own space
+        if not isinstance(net, Network):
+            raise TypeError(
+                f"fit_device: sample {i} must hold a dnnsat Network or Problem, got {type(net).__name__}"
+            )
+        if not seconds > 0:
+            raise ValueError(f"fit_device: sample {i} has a non-positive latency {seconds!r} (seconds)")
+        env = _encode(sample_space, config)
+        groups.setdefault(id(net), (net, [], []))[1].append(env)
+        groups[id(net)][2].append(float(seconds))
+    models = [latency_model(net, budget, base) for net, _, _ in groups.values()]
+    classes = sorted({c for m in models for c in m.classes})
+    names = ["launch_overhead_s", "memory", *classes]
+    start = np.log(
+        [base.launch_overhead_s or 1e-6, base.efficiency["memory"]]
+        + [class_efficiency(base, c) for c in classes]
+    )
+    fns = [compile_vectorized([m.expr]) for m in models]
+    columns = [{k: np.asarray([env[k] for env in envs]) for k in envs[0]} for _, envs, _ in groups.values()]
+    measured = np.log(np.concatenate([np.asarray(ys) for _, _, ys in groups.values()]))
+
+    def predict(theta: np.ndarray) -> np.ndarray:
+        values = dict(zip(names, np.exp(np.clip(theta, -60.0, 60.0))))
+        out = []
+        for m, fn, cols, (_, envs, _) in zip(models, fns, columns, groups.values()):
+            env = {**cols, **m.parameter_env(values)}
+            out.append(np.broadcast_to(np.asarray(fn(env)[0], dtype=float), (len(envs),)))
+        return np.log(np.concatenate(out))
+
+    def residuals(theta: np.ndarray) -> np.ndarray:
+        return np.concatenate([predict(theta) - measured, math.sqrt(prior_weight) * (theta - start)])
+
+    # max() in the roofline has no gradient in its inactive branch: also start from 30x lower compute
+    # efficiencies (compute-bound everywhere) and keep the better of the two fits
+    low = start.copy()
+    low[2:] -= math.log(30.0)
+    fits = [_levenberg_marquardt(residuals, s) for s in (start, low)]
+    theta = min(fits, key=lambda t: float(np.sum(residuals(t) ** 2)))
+    fitted = dict(zip(names, np.exp(theta)))
+    efficiency = {**base.efficiency, "memory": float(fitted["memory"])}
+    efficiency.update({c: float(fitted[c]) for c in classes})
+    n = len(samples)
+    note = f"fitted by fit_device on {n} measured latencies (log least squares, prior weight {prior_weight})"
+    return base.replace(
+        name=name or f"{base.name}-fitted",
+        launch_overhead_s=float(fitted["launch_overhead_s"]),
+        efficiency=efficiency,
+        sources={**base.sources, "launch_overhead_s": note, "efficiency": note},
+        aliases=(),
+    )
+
+
+def _encode(space: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+    if space is None:
+        return dict(config)
+    from ..graph import encode_config
+
+    return encode_config(space, config)
+
+
+def _levenberg_marquardt(
+    residuals: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, iterations: int = 60
+) -> np.ndarray:
+    """Minimise ``sum(residuals(theta)**2)`` (finite-difference Jacobian, adaptive damping)."""
+    r = residuals(theta)
+    cost = float(r @ r)
+    damping = 1e-2
+    for _ in range(iterations):
+        step = 1e-6
+        jac = np.stack([(residuals(theta + step * e) - r) / step for e in np.eye(len(theta))], axis=1)
+        g = jac.T @ r
+        h = jac.T @ jac
+        improved = False
+        while damping < 1e8:
+            delta = np.linalg.solve(h + damping * np.diag(np.diag(h) + 1e-12), -g)
+            cand = theta + delta
+            rc = residuals(cand)
+            cc = float(rc @ rc)
+            if cc < cost:
+                theta, r, improved = cand, rc, True
+                damping = max(damping / 3, 1e-9)
+                converged = cost - cc < 1e-9 * max(cost, 1e-30)
+                cost = cc
+                break
+            damping *= 4
+        if not improved or converged:
+            break
+    return theta

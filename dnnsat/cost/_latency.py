@@ -1,0 +1,348 @@
+"""Latency model: a per-op roofline with launch overhead on a device profile, in execution order.
+
+Each active catalog op (``node.gate``) of class ``c`` costs (seconds)::
+
+    t_op = max(work / (peak(dtype) * eff_c), bytes / (bandwidth * eff_memory))
+
+``work`` is the op's forward FLOPs for matmul-like ops (2 FLOPs per multiply-add) and its other arithmetic
+(``info.ops``) otherwise; GEMM-like work is padded to whole channel blocks of the device
+(``profile.channel_block``: input and output channels, features, attention head dim), as SIMD units and
+tiles compute whole blocks. ``bytes`` is what the op reads and writes (``io`` elements: activations at
+``budget.act_bytes``, parameters at ``budget.param_bytes``, both ``budget.dtype_bytes`` when the budget has
+no such fields), moved at ``profile.cache_bandwidth`` when they fit in ``profile.cache_bytes`` and at
+``profile.memory_bandwidth`` otherwise. Classes (:data:`OP_TABLE`): ``matmul`` (linear, matmul/bmm,
+attention projections), ``attention`` (fused scaled-dot-product attention), ``conv`` (k x k), ``pointwise``
+(1 x 1), ``grouped_conv`` (groups > 1, depthwise), ``recurrent``, ``elementwise``, ``norm``, ``pool`` and
+``copy`` (copies, lookups). A class's efficiency is the profile's own factor for it, else ``compute *
+CLASS_SCALE[class]``. Each op also launches ``launches`` kernels, each costing ``launch_overhead_s`` of
+host-side dispatch.
+
+* CPU (``kind == "cpu"``): dispatch and kernels run one after the other:
+  ``latency = sum(t_op + launches * launch_overhead_s)``.
+* GPU: kernels run asynchronously to the host, which dispatches op ``i`` at
+  ``issue_i = issue_{i-1} + launches_i * launch_overhead_s``; the kernel starts when issued and when
+  the previous kernel ends: ``end_i = max(issue_i, end_{i-1}) + t_op``, and ``latency = end_last``
+  (launch-bound networks cost their dispatch time, compute-bound ones their kernel time).
+
+``train_step_time`` = forward (dropout active) + backward in reverse order + optimizer step. Backward per
+class: matmul-like ops do 2x their forward FLOPs (input and weight gradients) in 2 kernels (``attention``
+2.5x: the fused backward recomputes the scores); ``norm`` 2x its arithmetic; ``elementwise``, ``pool`` and
+``copy`` ops 1x; every op moves 2x its forward bytes (reads the output gradient and the saved tensors,
+writes the input (and weight) gradients). The optimizer step is memory-bound: it reads and writes per
+parameter ``3`` (SGD: weight, gradient, new weight), ``5`` (momentum) or ``7`` (Adam/AdamW) elements at
+``param_bytes``, in 1 / 2 / 4 kernels per parameterised op. These factors are estimates (not validated
+against measurements in this version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..expr import Const, Expr, ExprLike, Var, all_, as_expr, ceildiv, maximum, sum_, where
+from ..graph import Network
+from ..graph._network import Node
+from ._devices import DeviceProfile, get_device
+
+__all__ = [
+    "OP_TABLE",
+    "CLASS_SCALE",
+    "class_efficiency",
+    "latency_expressions",
+    "latency_model",
+    "LatencyModel",
+    "DEFAULT_DEVICE",
+]
+
+DEFAULT_DEVICE = "cpu"  # profile used when no device is given
+MATMUL_LIKE = frozenset({"matmul", "attention", "conv", "pointwise", "grouped_conv", "recurrent"})
+
+Launches = int | Callable[[Network, Node], Expr]
+
+
+def _rnn_launches(net: Network, node: Node) -> Expr:
+    """Two kernels (gate GEMM, pointwise cell) per time step, layer and direction."""
+    seq = net.tensors[node.inputs[0]].shape[1]
+    dirs = 2 if node.attrs.get("bidirectional") else 1
+    return 2 * int(node.attrs.get("num_layers", 1)) * dirs * seq
+
+
+# catalog op -> (op class, forward kernels in eval mode). Unknown ops: ("elementwise", 1).
+OP_TABLE: dict[str, tuple[str, Launches]] = {
+    "input": ("view", 0),
+    "parameter": ("view", 0),  # returns the weight tensor
+    "flatten": ("view", 0),
+    "reshape": ("view", 0),
+    "conv1d": ("conv", 1),  # split into "grouped_conv" when groups > 1 (depthwise)
+    "conv2d": ("conv", 1),
+    "conv_transpose2d": ("conv", 1),
+    "linear": ("matmul", 1),  # addmm / matmul with fused bias
+    "matmul": ("matmul", 1),
+    "bmm": ("matmul", 1),
+    "attention": ("matmul", 6),  # q, k, v, out projections, fused SDPA, output reshape copy
+    "lstm": ("recurrent", _rnn_launches),
+    "gru": ("recurrent", _rnn_launches),
+    "embedding": ("copy", 1),
+    "concat": ("copy", 1),
+    "permute": ("copy", 1),  # .contiguous() copy
+    "batchnorm": ("norm", 1),
+    "layernorm": ("norm", 1),
+    "groupnorm": ("norm", 1),
+    "softmax": ("elementwise", 1),
+    "dropout": ("elementwise", 0),  # identity in eval mode (1 kernel when training)
+    "add": ("elementwise", 1),
+    "mul": ("elementwise", 1),
+    "scale": ("elementwise", 1),
+    "zero": ("elementwise", 1),
+    "mean": ("elementwise", 1),
+    **{a: ("elementwise", 1) for a in ("relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6")},
+    **{f"{k}pool{d}d": ("pool", 1) for k in ("max", "avg") for d in (1, 2)},
+    **{f"adaptive_{k}pool{d}d": ("pool", 1) for k in ("max", "avg") for d in (1, 2)},
+}
+# default compute efficiency of a class relative to the device's "compute" factor (when the profile has no
+# factor of its own for it): assumptions for eager PyTorch kernels that are not GEMM-shaped - pooling
+# windows, norms and activations run far below the FP32 peak (no FMA/tensor units, reductions).
+CLASS_SCALE = {
+    "attention": 0.5,
+    "grouped_conv": 0.1,
+    "recurrent": 0.3,
+    "elementwise": 0.1,
+    "norm": 0.1,
+    "pool": 0.05,
+}
+BACKWARD_WORK = {
+    "matmul": 2,
+    "attention": 2.5,
+    "conv": 2,
+    "pointwise": 2,
+    "grouped_conv": 2,
+    "recurrent": 2,
+    "norm": 2,
+}  # others: 1
+OPTIMIZER = {"sgd": (3, 1), "momentum": (5, 2), "adam": (7, 4), "adamw": (7, 4)}  # (elements r+w, kernels)
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One kernel group: active when ``gate``; ``work`` in FLOPs, ``bytes`` moved, ``launches`` kernels."""
+
+    gate: Expr
+    cls: str
+    work: Expr
+    bytes: Expr
+    launches: Expr
+
+
+def class_efficiency(profile: DeviceProfile, op_class: str) -> float:
+    """Compute efficiency of ``op_class``: the profile's own factor, else ``compute`` x ``CLASS_SCALE``."""
+    eff = profile.efficiency
+    return float(eff.get(op_class, eff["compute"] * CLASS_SCALE.get(op_class, 1.0)))
+
+
+def _element_bytes(budget: Any) -> tuple[int, int, str]:
+    """(activation bytes, parameter bytes, dtype) per element from a Budget (or float32)."""
+    if budget is None:
+        return 4, 4, "float32"
+    act = getattr(budget, "act_bytes", None) or budget.dtype_bytes
+    par = getattr(budget, "param_bytes", None) or budget.dtype_bytes
+    return int(act), int(par), str(budget.dtype)
+
+
+def _pad(c: Expr, block: int) -> Expr:
+    """``c`` rounded up to whole blocks, over ``c`` (>= 1; 1 when ``block`` is 1)."""
+    if block == 1:
+        return Const(1.0)
+    return where(c >= 1, (ceildiv(c, block) * block) / c, 1.0)
+
+
+def _forward_terms(net: Network, act: int, par: int, train: bool, block: int = 1) -> list[_Term]:
+    """Kernel groups of the forward pass in execution order (``block``: the device's channel block)."""
+    terms: list[_Term] = []
+    for node in net.ops():
+        assert node.info is not None
+        cls, launches = OP_TABLE.get(node.op, ("elementwise", 1))
+        if cls == "view":
+            continue
+        k = as_expr(launches(net, node) if callable(launches) else launches)
+        if node.op == "dropout" and train:
+            k = Const(1)
+        elif node.op == "dropout":
+            continue
+        info = node.info
+        work = info.flops if cls in MATMUL_LIKE else info.ops
+        if info.io is not None:  # the catalog's own count (e.g. embedding lookups read rows, not the table)
+            nbytes = act * info.io
+        else:
+            acts = sum_(net.tensors[i].numel for i in node.inputs) + net.tensors[node.output].numel
+            nbytes = act * acts + par * info.params
+        shapes = [net.tensors[i].shape for i in node.inputs]
+        if cls == "conv":
+            terms.extend(_conv_terms(node, shapes[0][1], work, nbytes, k, block))
+        elif node.op == "attention":
+            terms.extend(_attention_terms(node, shapes[0], work, nbytes, k, block, act))
+        elif cls == "matmul":  # linear, matmul, bmm: pad the reduction and output dimensions
+            out = net.tensors[node.output].shape[-1]
+            terms.append(
+                _Term(node.gate, cls, work * _pad(shapes[0][-1], block) * _pad(out, block), nbytes, k)
+            )
+        else:
+            terms.append(_Term(node.gate, cls, work, nbytes, k))
+    return terms
+
+
+def _conv_terms(node: Node, cin: Expr, work: Expr, nbytes: Expr, k: Expr, block: int) -> list[_Term]:
+    """A convolution as ``pointwise`` (1x1: a GEMM), ``conv`` (k x k) or ``grouped_conv`` (groups > 1).
+
+    Work is padded to whole channel blocks: input and output channels per group, or the channels
+    themselves for depthwise convolutions (one channel per group, vectorised across channels).
+    """
+    groups = as_expr(node.attrs.get("groups", 1))
+    cout = as_expr(node.attrs["out_channels"])
+    kernel = node.attrs.get("kernel_size", (Const(1),))
+    one = all_(as_expr(d) == 1 for d in kernel)
+    dense = work * _pad(cin, block) * _pad(cout, block)
+    cin_g, cout_g = cin // groups, cout // groups
+    grouped = work * where(cin_g == 1, _pad(cout, block), _pad(cin_g, block) * _pad(cout_g, block))
+    out: list[_Term] = []
+    for cond, cls, w in (
+        ((groups == 1) & one, "pointwise", dense),
+        ((groups == 1) & ~one, "conv", dense),
+        (groups != 1, "grouped_conv", grouped),
+    ):
+        if not (cond.is_const and not cond.value):
+            out.append(_Term(node.gate & cond, cls, w, nbytes, k))
+    return out
+
+
+def _attention_terms(
+    node: Node, x: tuple[Expr, ...], work: Expr, nbytes: Expr, k: Expr, block: int, act: int
+) -> list[_Term]:
+    """Attention as its projections (``matmul``, the other kernels) and the fused SDPA (``attention``).
+
+    SDPA does ``4 * b * heads * s**2 * head_dim`` FLOPs (scores and values), padded to whole blocks
+    of the head dimension; it reads and writes q, k, v and its output.
+    """
+    b, s, d = x
+    heads = as_expr(node.attrs["heads"])
+    hd = d // heads
+    sdpa = 4 * b * heads * s * s * hd
+    return [
+        _Term(node.gate, "matmul", (work - sdpa) * _pad(d, block) * _pad(d, block), nbytes, k - 1),
+        _Term(node.gate, "attention", sdpa * _pad(hd, block), act * 4 * b * s * d, Const(1)),
+    ]
+
+
+def _train_terms(net: Network, act: int, par: int, optimizer: str | None, block: int) -> list[_Term]:
+    fwd = _forward_terms(net, act, par, train=True, block=block)
+    back = [
+        _Term(
+            t.gate,
+            t.cls,
+            BACKWARD_WORK.get(t.cls, 1) * t.work,
+            2 * t.bytes,
+            2 * t.launches if t.cls in MATMUL_LIKE else t.launches,
+        )
+        for t in reversed(fwd)
+    ]
+    rw, kernels = OPTIMIZER[optimizer or "sgd"]
+    step = [
+        _Term(node.gate, "copy", Const(0), rw * par * node.info.params, Const(kernels))
+        for node in net.ops()
+        if node.info is not None and not (node.info.params.is_const and node.info.params.value == 0)
+    ]
+    return fwd + back + step
+
+
+def _combine(terms: list[_Term], profile: DeviceProfile, dtype: str, p: Mapping[str, ExprLike]) -> Expr:
+    """Total seconds of ``terms`` with parameters ``p`` (launch overhead, memory and class efficiencies)."""
+    peak = profile.peak(dtype)
+
+    def bandwidth(nbytes: Expr) -> Expr:
+        if profile.cache_bytes <= 0:
+            return Const(profile.memory_bandwidth)
+        return where(nbytes <= profile.cache_bytes, profile.cache_bandwidth, profile.memory_bandwidth)
+
+    launch = as_expr(p["launch_overhead_s"])
+    if profile.kind == "cpu":
+        parts = []
+        for t in terms:
+            compute = t.work / (peak * as_expr(p[t.cls])) if not _zero(t.work) else Const(0.0)
+            memory = t.bytes / (bandwidth(t.bytes) * as_expr(p["memory"]))
+            op_time = maximum(compute, memory) + launch * t.launches
+            parts.append(where(t.gate, op_time, 0.0))
+        return _tree_sum(parts)
+    issue: Expr = Const(0.0)
+    end: Expr = Const(0.0)
+    for t in terms:
+        compute = t.work / (peak * as_expr(p[t.cls])) if not _zero(t.work) else Const(0.0)
+        kernel = maximum(compute, t.bytes / (bandwidth(t.bytes) * as_expr(p["memory"])))
+        new_issue = issue + launch * t.launches
+        issue = where(t.gate, new_issue, issue)
+        end = where(t.gate, maximum(new_issue, end) + kernel, end)
+    return maximum(issue, end)
+
+
+def _tree_sum(parts: list[Expr]) -> Expr:
+    """Pairwise sum (depth log n instead of n)."""
+    if not parts:
+        return Const(0.0)
+    while len(parts) > 1:
+        parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def _zero(e: Expr) -> bool:
+    return e.is_const and e.value == 0
+
+
+@dataclass
+class LatencyModel:
+    """The inference latency of a network with the profile's factors as variables (for fitting).
+
+    ``expr`` (seconds) has the network's variables plus ``__launch_overhead_s``, ``__eff_memory`` and
+    ``__eff_<class>`` for each op class in ``classes``; :meth:`parameter_env` maps fitted values
+    (``{"launch_overhead_s": s, "memory": e, "conv": e, ...}``) to those variables.
+    """
+
+    expr: Expr
+    classes: tuple[str, ...]
+
+    @staticmethod
+    def parameter_env(values: Mapping[str, float]) -> dict[str, float]:
+        return {("__" if k == "launch_overhead_s" else "__eff_") + k: float(v) for k, v in values.items()}
+
+
+def latency_model(net: Network, budget: Any, device: str | DeviceProfile) -> LatencyModel:
+    """Inference latency of ``net``, launch overhead and efficiencies as variables (:class:`LatencyModel`)."""
+    profile = get_device(device)
+    act, par, dtype = _element_bytes(budget)
+    terms = _forward_terms(net, act, par, train=False, block=profile.channel_block)
+    classes = tuple(sorted({t.cls for t in terms if not _zero(t.work)}))
+    p: dict[str, ExprLike] = {c: Var(f"__eff_{c}", "real") for c in {t.cls for t in terms}}
+    p["memory"] = Var("__eff_memory", "real")
+    p["launch_overhead_s"] = Var("__launch_overhead_s", "real")
+    return LatencyModel(_combine(terms, profile, dtype, p), classes)
+
+
+def latency_expressions(
+    net: Network, budget: Any = None, device: str | DeviceProfile | None = None
+) -> dict[str, Expr]:
+    """``{"latency", "train_step_time"}`` in seconds for ``net`` (whole batch as built) on ``device``.
+
+    ``latency``: eval-mode inference forward; ``train_step_time``: forward + backward + optimizer step
+    (``budget.optimizer``, SGD when None). ``device``: a catalog name, profile path or
+    :class:`DeviceProfile`; ``None`` uses the generic ``"cpu"`` profile. ``budget`` sets the dtype.
+    """
+    profile = get_device(device if device is not None else DEFAULT_DEVICE)
+    act, par, dtype = _element_bytes(budget)
+    fwd = _forward_terms(net, act, par, train=False, block=profile.channel_block)
+    train = _train_terms(net, act, par, getattr(budget, "optimizer", None), profile.channel_block)
+    classes = {t.cls for t in fwd + train}
+    p: dict[str, ExprLike] = {c: class_efficiency(profile, c) for c in classes}
+    p["memory"] = profile.efficiency["memory"]
+    p["launch_overhead_s"] = profile.launch_overhead_s
+    return {
+        "latency": _combine(fwd, profile, dtype, p),
+        "train_step_time": _combine(train, profile, dtype, p),
+    }

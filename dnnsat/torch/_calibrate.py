@@ -1,0 +1,205 @@
+"""Measure the local device: inference latency of a module, and a device profile from micro-benchmarks."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import torch
+
+from ..cost._devices import DeviceProfile
+
+__all__ = ["calibrate", "measure_latency"]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_time(fn: Callable[[], Any], repeats: int, warmup: int, device: torch.device) -> float:
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _device_of(module: torch.nn.Module, inputs: Sequence[Any]) -> torch.device:
+    for t in (*module.parameters(), *inputs):
+        if isinstance(t, torch.Tensor):
+            return t.device
+    return torch.device("cpu")
+
+
+def measure_latency(
+    module: torch.nn.Module,
+    inputs: Sequence[Any],
+    repeats: int = 10,
+    warmup: int = 2,
+    threads: int | None = 1,
+) -> float:
+    """Median wall time (seconds) of ``module(*inputs)`` in eval mode under ``torch.inference_mode``.
+
+    ``threads``: ``torch.set_num_threads`` during the measurement (restored afterwards; ``None`` keeps
+    the current setting). ``warmup`` untimed calls first; CUDA work is synchronised before each reading.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"measure_latency: repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    previous = torch.get_num_threads()
+    was_training = module.training
+    module.eval()
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        with torch.inference_mode():
+            return _median_time(lambda: module(*inputs), repeats, warmup, _device_of(module, inputs))
+    finally:
+        torch.set_num_threads(previous)
+        module.train(was_training)
+
+
+def _host_memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _cache(dev: torch.device, repeats: int, dram_bandwidth: float) -> tuple[int, float, str]:
+    """(cache bytes, cache bandwidth, note): the largest copy working set (2 x 256 KiB ... 2 x 16 MiB) that
+    still moves at >= 1.5x the DRAM bandwidth, and the median bandwidth of those sizes."""
+    fast: list[tuple[int, float]] = []
+    for size in (2**k for k in range(18, 25)):
+        src = torch.randn(size // 4, device=dev)
+        dst = torch.empty_like(src)
+        calls = max(1, 2**24 // size)  # about 16 MiB per timing: amortises the per-call overhead
+
+        def loop(src: torch.Tensor = src, dst: torch.Tensor = dst, calls: int = calls) -> None:
+            for _ in range(calls):
+                dst.copy_(src)
+
+        bw = 2 * size / (_median_time(loop, repeats, 1, dev) / calls)
+        if bw < 1.5 * dram_bandwidth:
+            break
+        fast.append((2 * size, bw))
+    if not fast:
+        return 0, 0.0, "no copy size up to 2 x 16 MiB beats 1.5x the DRAM bandwidth: caches not modelled"
+    note = f"Tensor.copy_ working sets {fast[0][0] >> 10}-{fast[-1][0] >> 10} KiB at >= 1.5x DRAM bandwidth"
+    return fast[-1][0], statistics.median(bw for _, bw in fast), note
+
+
+def calibrate(
+    device: str = "cpu", threads: int | None = 1, quick: bool = False, name: str | None = None
+) -> DeviceProfile:
+    """A :class:`DeviceProfile` of the local ``device`` (``"cpu"`` or ``"cuda[:i]"``) from micro-benchmarks.
+
+    * ``peak_flops``: best FLOP/s of square ``torch.mm`` (fp32, and fp16/bf16 on CUDA) - what GEMM
+      reaches, so the ``compute`` efficiency is 1 for GEMM-shaped ops;
+    * ``memory_bandwidth``: bytes read + written per second by ``Tensor.copy_`` of a large buffer;
+    * ``launch_overhead_s``: time per call of a tiny op through an ``nn.Module`` (host dispatch);
+    * ``context_bytes`` (CUDA): device memory in use after initialisation, minus PyTorch's allocations;
+    * ``channel_block`` (CPU): fp32 lanes of the vector unit PyTorch uses (16 AVX-512, 8 AVX2);
+    * ``cache_bytes``/``cache_bandwidth`` (CPU): the largest copy working set that runs clearly faster
+      than DRAM, and its bandwidth.
+
+    ``threads``: CPU threads during the benchmarks (the latency model's profile is only valid for
+    that thread count). ``quick`` uses smaller sizes and fewer repeats (a few seconds).
+    """
+    if not (device == "cpu" or device.split(":")[0] == "cuda"):
+        raise ValueError(f"calibrate: device must be 'cpu' or 'cuda[:i]', got {device!r}")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"calibrate: device {device!r} requested but CUDA is not available")
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        repeats = 3 if quick else 7
+        sizes = (256, 512) if quick else (512, 1024, 2048)
+        if dev.type == "cuda":
+            sizes = (1024, 4096) if quick else (2048, 4096, 8192)
+        dtypes = {"fp32": torch.float32}
+        if dev.type == "cuda":
+            dtypes.update({"fp16_tensor": torch.float16, "bf16_tensor": torch.bfloat16})
+        peaks: dict[str, float] = {}
+        for key, dtype in dtypes.items():
+            best = 0.0
+            for n in sizes:
+                a = torch.randn(n, n, device=dev, dtype=dtype)
+                b = torch.randn(n, n, device=dev, dtype=dtype)
+                t = _median_time(partial(torch.mm, a, b), repeats, 1, dev)
+                best = max(best, 2 * n**3 / t)
+            peaks[key] = best
+        numel = (4 if quick else 16) * 2**20 if dev.type == "cpu" else 64 * 2**20
+        src = torch.randn(numel, device=dev)
+        dst = torch.empty_like(src)
+        t_copy = _median_time(lambda: dst.copy_(src), repeats, 1, dev)
+        bandwidth = 2 * numel * 4 / t_copy
+        cache_bytes, cache_bandwidth, cache_note = (
+            _cache(dev, repeats, bandwidth) if dev.type == "cpu" else (0, 0.0, "not modelled on CUDA")
+        )
+        tiny = torch.nn.ReLU()
+        x = torch.randn(1, device=dev)
+        calls = 200 if quick else 2000
+
+        def loop() -> None:
+            for _ in range(calls):
+                tiny(x)
+
+        with torch.inference_mode():
+            launch = _median_time(loop, repeats, 1, dev) / calls
+        if dev.type == "cuda":
+            free, total = torch.cuda.mem_get_info(dev)
+            memory_bytes = int(total)
+            context = max(0, int(total - free - torch.cuda.memory_reserved(dev)))
+            label = torch.cuda.get_device_name(dev)
+        else:
+            memory_bytes, context = _host_memory_bytes(), 0
+            label = platform.processor() or platform.machine()
+        capability = torch.backends.cpu.get_cpu_capability()
+        block = 1 if dev.type == "cuda" else {"AVX512": 16, "AVX2": 8}.get(capability, 4)
+    finally:
+        torch.set_num_threads(previous)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    how = f"measured by dnnsat calibrate on {label}, {threads} thread(s), torch {torch.__version__}, {when}"
+    return DeviceProfile(
+        name=name or f"local-{dev.type}",
+        kind="gpu" if dev.type == "cuda" else "cpu",
+        peak_flops=peaks,
+        memory_bandwidth=bandwidth,
+        memory_bytes=memory_bytes,
+        launch_overhead_s=launch,
+        context_bytes=context,
+        channel_block=block,
+        cache_bytes=cache_bytes,
+        cache_bandwidth=cache_bandwidth,
+        efficiency={"compute": 1.0, "memory": 1.0},
+        sources={
+            "peak_flops": f"{how}: best torch.mm FLOP/s over n in {list(sizes)}",
+            "memory_bandwidth": f"{how}: Tensor.copy_ of {numel * 4 / 2**20:.0f} MiB, read + write bytes",
+            "memory_bytes": f"{how}: "
+            + ("torch.cuda.mem_get_info total" if dev.type == "cuda" else "host RAM"),
+            "launch_overhead_s": f"{how}: per call of nn.ReLU on a 1-element tensor",
+            "context_bytes": f"{how}: "
+            + ("used - reserved after init" if dev.type == "cuda" else "none on CPU"),
+            "channel_block": f"{how}: "
+            + (
+                "no padding modelled on CUDA" if dev.type == "cuda" else f"fp32 lanes of {capability} vectors"
+            ),
+            "cache_bytes": f"{how}: {cache_note}",
+            "efficiency": f"{how}: 1 by construction (peaks are measured, not spec-sheet)",
+        },
+        description=f"local {dev.type} ({label})",
+    )

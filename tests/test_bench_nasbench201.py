@@ -1,0 +1,125 @@
+"""benchmarks.nasbench201: data, dnnsat's verdicts against the ground truth, and a reduced --quick run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nasbench201"
+
+pytestmark = [
+    pytest.mark.skipif(
+        not DATA.exists() and not os.environ.get("CI"), reason="shared NAS-Bench-201 data not available"
+    ),
+    pytest.mark.filterwarnings("ignore"),
+]
+
+pytest.importorskip("optuna")
+pytest.importorskip("nni")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    from benchmarks._nb201_data import load
+
+    return load(DATA, "cifar10")
+
+
+def test_data_and_training_time_model(bench):
+    assert len(bench.acc) == 15625 and bench.acc.max() == pytest.approx(94.3733, abs=1e-4)
+    # architecture lookup inverts the table
+    for i in (0, 11, 284, 6111, 15624):
+        from dnnsat.zoo._nasbench import config_from_arch_str
+
+        assert bench.index(config_from_arch_str(bench.arch_str[i])) == i
+    # the fit passes near the official per-epoch times it was fitted on, and costs are positive
+    a, b = bench.time_fit
+    assert a > 0 and b > 0
+    rows = [
+        r
+        for r in csv.DictReader((DATA / "nats_fixture_3archs.csv").open())
+        if r["space"] == "tss" and r["hp_epochs"] == "200" and r["dataset"] == "cifar10"
+    ]
+    for r in rows:
+        i = int(r["arch_index"])
+        assert bench.flops_m[i] == pytest.approx(float(r["flops_m"]), abs=1e-5)
+        assert a + b * bench.flops_m[i] == pytest.approx(float(r["train_time_per_epoch_s"]), rel=0.25)
+    assert bench.trial_seconds.min() > 200 * a
+
+
+@pytest.mark.parametrize("name", ["params-50", "flops-20", "params-5"])
+def test_exact_scenarios_have_no_false_verdicts(bench, name):
+    from benchmarks._nb201_data import SCENARIOS, decide
+
+    sc = SCENARIOS[name]
+    ok, values = bench.truth(sc)
+    d = decide(bench, sc)
+    assert np.array_equal(d.feasible, ok)
+    assert 0 < ok.mean() < 0.6
+    assert np.array_equal(ok, np.all([v <= 0 for v in values.values()], axis=0))
+
+
+def test_latency_scenario_is_calibrated_on_20_archs(bench):
+    from benchmarks._nb201_data import SCENARIOS, decide, latency_device
+
+    assert latency_device("help_1080ti_256_latency_ms") == ("1080ti", 256)
+    assert latency_device("help_gold_6226_latency_ms") == ("xeon-gold-6226", 1)
+    with pytest.raises(ValueError, match="no dnnsat device profile"):
+        latency_device("help_pixel2_latency_ms")
+    sc = SCENARIOS["latency-5"]
+    ok, _ = bench.truth(sc)
+    d = decide(bench, sc)
+    assert len(d.calibration) == 20 and d.device == "1080ti"
+    rest = np.ones(len(ok), dtype=bool)
+    rest[d.calibration] = False
+    false_reject = (ok & ~d.feasible)[rest].sum() / ok[rest].sum()
+    false_accept = (d.feasible & ~ok)[rest].sum() / d.feasible[rest].sum()
+    assert false_reject < 0.5 and false_accept < 0.5  # a usable model, not a perfect one
+
+
+def test_quick_run(tmp_path):
+    from benchmarks.nasbench201 import main
+
+    out = tmp_path / "r.json"
+    res = main(
+        [
+            "--quick",
+            "--seeds",
+            "2",
+            "--budget",
+            "60",
+            "--no-readme",
+            "--plots",
+            str(tmp_path),
+            "--methods",
+            "optuna-random,optuna-tpe,nni-tpe,nni-evolution",
+            "--json",
+            str(out),
+        ]
+    )
+    assert json.loads(out.read_text())["seeds"] == 2
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["nb201_params-5.png", "nb201_params-50.png"]
+    for sc in res["scenarios"].values():
+        assert sc["dnnsat"]["false_reject_rate"] == sc["dnnsat"]["false_accept_rate"] == 0
+        feasible = set(sc["feasible_archs"])
+        for method, m in sc["methods"].items():
+            runs = m["runs"]
+            for r in runs["dnnsat"]:  # exact constraints: dnnsat never launches an infeasible trial
+                assert r["infeasible_trials"] == 0 and r["wasted_share"] == 0
+                assert set(r["archs"]) <= feasible
+            for arm in runs.values():
+                for r in arm:
+                    assert r["best_at_budget"] <= sc["optimum"] or np.isnan(r["best_at_budget"])
+                    assert r["hours"] < 60 + 2.2  # stops launching once the budget is spent
+            if method == "optuna-random":  # Random ignores constraints: native = plain, trial for trial
+                assert [r["archs"] for r in runs["plain"]] == [r["archs"] for r in runs["native"]]
+            for base in ("plain", "native"):
+                ratios = m["speedup"][base]["target_optimum"]["ratios"]
+                assert len(ratios) == 2 and all(x > 0 for x in ratios)
+    few = res["scenarios"]["params-5"]["methods"]["optuna-random"]["runs"]
+    assert np.mean([r["wasted_share"] for r in few["plain"]]) > 0.8  # 95 % infeasible: most time wasted
