@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..expr import Const, Expr, ExprLike, all_, any_, as_expr, ceildiv, maximum, where
+from ..expr import Const, Expr, ExprLike, all_, any_, as_expr, ceildiv, digest, maximum, where
 
 __all__ = [
     "Shape",
@@ -171,21 +171,6 @@ def op(name: str, arity: int | None = 1) -> Callable[[InferFn], OpDef]:
 # helpers
 
 
-_KEYS: dict[int, str] = {}
-
-
-def _skey(e: Expr) -> str:
-    """A stable structural key of an (interned) expression, for canonical term order."""
-    k = _KEYS.get(id(e))
-    if k is None:
-        import hashlib
-
-        raw = f"{e.op}|{e.payload!r}|{e.sort}|" + ",".join(_skey(a) for a in e.args)
-        k = hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
-        _KEYS[id(e)] = k
-    return k
-
-
 def _collect(e: Expr, coef: int, terms: dict[int, list[Any]], const: list[int]) -> None:
     if e.op == "const":
         const[0] += coef * e.payload
@@ -217,7 +202,7 @@ def lin(x: ExprLike) -> Expr:
     const = [0]
     _collect(e, 1, terms, const)
     out: Expr | None = None
-    for t, c in sorted(terms.values(), key=lambda tc: _skey(tc[0])):
+    for t, c in sorted(terms.values(), key=lambda tc: digest(tc[0])):
         if c == 0:
             continue
         term = t if c == 1 else (-t if c == -1 else c * t)
