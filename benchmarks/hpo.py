@@ -163,21 +163,13 @@ def tracked_peak(model: Any, opt: Any, xs: Sequence[Any], ys: Sequence[Any]) -> 
 def cpu_latency(model: Any, x: Any) -> float:
     """Median thread CPU seconds of an eval-mode forward of the batch ``x`` (after warm-up).
 
-    Thread CPU time rather than wall-clock (``dnnsat.torch.measure_latency``): with one torch thread the
-    forward runs in this thread, and its CPU time is what the wall-clock latency is on an idle core; on
-    this shared machine the wall-clock reading is inflated by 1.3-2x by other processes.
+    Thread CPU time rather than wall-clock: with one torch thread the forward runs in this thread, and
+    its CPU time is what the wall-clock latency is on an idle core; on this shared machine the
+    wall-clock reading is inflated by 1.3-2x by other processes.
     """
-    import torch
+    from dnnsat.torch import measure_latency
 
-    model.eval()
-    times = []
-    with torch.inference_mode():
-        for i in range(LATENCY_WARMUP + LATENCY_REPEATS):
-            t = time.thread_time()
-            model(x)
-            if i >= LATENCY_WARMUP:
-                times.append(time.thread_time() - t)
-    return float(np.median(times))
+    return measure_latency(model, (x,), repeats=LATENCY_REPEATS, warmup=LATENCY_WARMUP, clock="thread")
 
 
 @dataclass

@@ -29,6 +29,8 @@ per-seed ratio of simulated hours, (1) to a feasible accuracy within 0.5 points 
 censored baseline makes its ratio a lower bound; both censored = 1x). Also best feasible accuracy at the
 budget, wasted share (training hours of infeasible trials / hours spent) and trials launched.
 Writes the "nasbench201" section of benchmarks/README.md and ``benchmarks/plots/nb201_<scenario>.png``.
+With ``--json PATH`` each finished run is also appended to ``PATH.partial.jsonl``: the same command,
+rerun after an interruption, resumes where it stopped (a change of dataset, budget or limits restarts).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import json
 import multiprocessing as mp
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -492,27 +494,68 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             flush=True,
         )
     jobs = [(s, m, seed) for s in _STATE["scenarios"] for m in methods for seed in range(args.seeds)]
-    raw: dict[tuple[str, str, int], dict[str, list[int]]] = {}
+    settings = {k: results[k] for k in ("dataset", "budget_hours")} | {
+        "limits": {name: sc["limits"] for name, sc in results["scenarios"].items()}
+    }
+    raw, save = _checkpoint(args.json, settings)
+    todo = [job for job in jobs if job not in raw]
+    if len(todo) < len(jobs):
+        print(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} runs read from {args.json}.partial.jsonl")
     from tqdm import tqdm
 
-    bar = tqdm(total=len(jobs), desc="runs (x3 arms)", file=sys.stderr, disable=not sys.stderr.isatty())
+    bar = tqdm(total=len(todo), desc="runs (x3 arms)", file=sys.stderr, disable=not sys.stderr.isatty())
     if args.jobs > 1:
         with mp.get_context("fork").Pool(args.jobs, initializer=_worker_init) as pool:
-            for scen, method, seed, out in pool.imap_unordered(_task, jobs):
+            for scen, method, seed, out in pool.imap_unordered(_task, todo):
                 raw[(scen, method, seed)] = out
+                save((scen, method, seed), out)
                 bar.update()
     else:
-        for job in jobs:
+        for job in todo:
             scen, method, seed, out = _task(job)
             raw[(scen, method, seed)] = out
+            save((scen, method, seed), out)
             bar.update()
     bar.close()
+    raw = {job: raw[job] for job in jobs}
     collect(results, raw, bench)
     results["runtime_s"] = time.time() - t_start
     results["command"] = cmd
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=float))
     return report(results, bench, args)
+
+
+Job = tuple[str, str, int]
+
+
+def _checkpoint(
+    path: Path | None, settings: dict[str, Any]
+) -> tuple[dict[Job, dict[str, list[int]]], Callable[[Job, dict[str, list[int]]], None]]:
+    """Runs finished earlier with the same settings, and a function appending each new one.
+
+    With ``--json PATH`` every finished run is appended to ``PATH.partial.jsonl`` (first line: the
+    settings), so an interrupted command rerun with the same options resumes where it stopped.
+    """
+    if path is None:
+        return {}, lambda job, out: None
+    partial = path.with_name(path.name + ".partial.jsonl")
+    done: dict[Job, dict[str, list[int]]] = {}
+    header = json.dumps(settings, sort_keys=True, default=float)
+    lines = partial.read_text().splitlines() if partial.exists() else []
+    if lines and lines[0] == header:
+        for line in lines[1:]:
+            rec = json.loads(line)
+            done[(rec["scenario"], rec["method"], rec["seed"])] = rec["runs"]
+    else:
+        partial.write_text(header + "\n")
+
+    def save(job: Job, out: dict[str, list[int]]) -> None:
+        record = {"scenario": job[0], "method": job[1], "seed": job[2], "runs": out}
+        with partial.open("a") as f:
+            f.write(json.dumps(record, default=int) + "\n")
+
+    return done, save
 
 
 def report(results: dict[str, Any], bench: Bench, args: argparse.Namespace) -> dict[str, Any]:

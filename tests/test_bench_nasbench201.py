@@ -123,3 +123,24 @@ def test_quick_run(tmp_path):
                 assert len(ratios) == 2 and all(x > 0 for x in ratios)
     few = res["scenarios"]["params-5"]["methods"]["optuna-random"]["runs"]
     assert np.mean([r["wasted_share"] for r in few["plain"]]) > 0.8  # 95 % infeasible: most time wasted
+
+
+def test_interrupted_run_resumes_from_its_partial_file(tmp_path, capsys):
+    from benchmarks.nasbench201 import main
+
+    out = tmp_path / "r.json"
+    common = ["--quick", "--seeds", "2", "--no-readme", "--plots", str(tmp_path), "--json", str(out)]
+    argv = [*common, "--budget", "30", "--scenarios", "params-5", "--methods", "optuna-random"]
+    first = main(argv)
+    partial = tmp_path / "r.json.partial.jsonl"
+    lines = partial.read_text().splitlines()
+    assert len(lines) == 1 + 2  # the settings, then one line per finished (scenario, method, seed)
+    partial.write_text("\n".join(lines[:2]) + "\n")  # as if killed after the first run
+    capsys.readouterr()
+    second = main(argv)
+    assert "resuming: 1 of 2 runs" in capsys.readouterr().out
+    a, b = (r["scenarios"]["params-5"]["methods"]["optuna-random"]["runs"] for r in (first, second))
+    assert a == b  # the resumed run reproduces the uninterrupted one exactly (seeded)
+    main([*common, "--budget", "40", "--scenarios", "params-5", "--methods", "optuna-random"])
+    assert "resuming" not in capsys.readouterr().out  # other settings: started afresh
+    assert len(partial.read_text().splitlines()) == 1 + 2

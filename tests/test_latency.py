@@ -194,3 +194,17 @@ def test_channel_blocks_pad_gemm_work_and_attention_is_split() -> None:
     sdpa = 4 * 4 * 8 * 8 * 8 * (16 / 8)  # scores and values over 4 heads, padded head dim
     want = proj / (PEAK * EC) + 5 * LAUNCH + sdpa / (PEAK * EC * CLASS_SCALE["attention"]) + LAUNCH
     assert _value(latency_expressions(net, None, p)["latency"]) == pytest.approx(want, rel=1e-12)
+
+
+def test_measure_latency_thread_clock_and_bad_arguments():
+    torch = pytest.importorskip("torch")
+    from dnnsat.torch import measure_latency
+
+    m, x = torch.nn.Linear(256, 256), torch.randn(64, 256)
+    wall = measure_latency(m, (x,), repeats=5, warmup=1)
+    cpu = measure_latency(m, (x,), repeats=5, warmup=1, clock="thread")
+    assert 0 < cpu < 20 * wall and m.training  # train mode is restored
+    with pytest.raises(ValueError, match="clock must be 'wall' or 'thread'"):
+        measure_latency(m, (x,), clock="cycles")
+    with pytest.raises(ValueError, match="threads=1"):
+        measure_latency(m, (x,), threads=2, clock="thread")

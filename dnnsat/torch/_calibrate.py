@@ -23,16 +23,22 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _median_time(fn: Callable[[], Any], repeats: int, warmup: int, device: torch.device) -> float:
+def _median_time(
+    fn: Callable[[], Any],
+    repeats: int,
+    warmup: int,
+    device: torch.device,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
     for _ in range(warmup):
         fn()
     _sync(device)
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn()
         _sync(device)
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -49,14 +55,23 @@ def measure_latency(
     repeats: int = 10,
     warmup: int = 2,
     threads: int | None = 1,
+    clock: str = "wall",
 ) -> float:
-    """Median wall time (seconds) of ``module(*inputs)`` in eval mode under ``torch.inference_mode``.
+    """Median time (seconds) of ``module(*inputs)`` in eval mode under ``torch.inference_mode``.
 
     ``threads``: ``torch.set_num_threads`` during the measurement (restored afterwards; ``None`` keeps
     the current setting). ``warmup`` untimed calls first; CUDA work is synchronised before each reading.
+    ``clock``: ``"wall"`` (``time.perf_counter``) or ``"thread"`` (this thread's CPU time: with one
+    torch thread on the CPU, the latency an idle core would show even on a busy shared machine).
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"measure_latency: repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    clocks = {"wall": time.perf_counter, "thread": time.thread_time}
+    if clock not in clocks:
+        raise ValueError(f"measure_latency: clock must be 'wall' or 'thread', got {clock!r}")
+    device = _device_of(module, inputs)
+    if clock == "thread" and (device.type != "cpu" or threads != 1):
+        raise ValueError("measure_latency: clock='thread' measures one CPU thread: use threads=1 on the CPU")
     previous = torch.get_num_threads()
     was_training = module.training
     module.eval()
@@ -64,7 +79,7 @@ def measure_latency(
         if threads is not None:
             torch.set_num_threads(threads)
         with torch.inference_mode():
-            return _median_time(lambda: module(*inputs), repeats, warmup, _device_of(module, inputs))
+            return _median_time(lambda: module(*inputs), repeats, warmup, device, clocks[clock])
     finally:
         torch.set_num_threads(previous)
         module.train(was_training)
