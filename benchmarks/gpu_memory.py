@@ -23,10 +23,8 @@ import time
 import torch
 
 from benchmarks._report import markdown_table, update_readme
-from benchmarks.memory_accuracy import MODES, _family_configs, _spaces, mode_setup
-from dnnsat.cost._devices import get_device
-from dnnsat.cost._memory import memory_expressions
-from dnnsat.expr import compile_scalar
+from benchmarks.memory_accuracy import MODES, _family_configs, _spaces, estimator, mode_setup
+from dnnsat.cost import get_device
 from dnnsat.graph import encode_config
 from dnnsat.torch import GraphModule, concretize, example_inputs, peak_memory
 
@@ -50,9 +48,8 @@ def main(argv: list[str] | None = None) -> None:
         for cfg in configs:
             env = encode_config(space, cfg)
             for mode, opt in MODES:
-                budget, train, amp = mode_setup(mode, opt, "cuda")
-                ex = memory_expressions(net, budget, profile)
-                mem, over = compile_scalar([ex["memory"], ex["memory_overhead"]])(env)
+                _, train, amp = mode_setup(mode, opt, "cuda")
+                mem, over = estimator(net, mode, opt, profile.name)(env)
                 torch.cuda.empty_cache()
                 torch.manual_seed(0)
                 with torch.device("cuda"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..units import parse_quantity
@@ -131,18 +131,10 @@ class Budget:
             if "=" not in part:
                 raise ValueError(f"budget item {part!r} must look like name=value (e.g. params=25M)")
             key, value = (s.strip() for s in part.split("=", 1))
-            if key not in (
-                "params",
-                "weight_bytes",
-                "flops",
-                "memory",
-                "latency",
-                "device",
-                "dtype",
-                "optimizer",
-                "mode",
-                "batch_size",
-            ):
+            if key not in _FIELDS:
                 raise ValueError(f"unknown budget item {key!r}")
             kwargs[key] = int(value) if key == "batch_size" else value
         return cls(**kwargs)
+
+
+_FIELDS = frozenset(f.name for f in fields(Budget) if f.name != "device_profile")  # keyword arguments
