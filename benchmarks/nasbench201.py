@@ -7,8 +7,10 @@ feasible model when dnnsat prunes infeasible trials before launch.
         [--max-params MB] [--max-flops M] [--max-latency COLUMN=MS] [--data DIR] [--json PATH] [--jobs N]
 
 Data: ``../shared/data/nasbench201`` (``--data DIR`` for another copy of the CSV tables, or a directory of
-official NATS-Bench tss files when the ``nats_bench`` package is installed — that path is not testable
-here). Each run simulates a sequential search: a trial "trains" an architecture for 200 epochs, costing
+official NATS-Bench tss files in their fast-mode layout, read with the ``nats_bench`` package; the full
+files cannot be downloaded here, so a test writes the fixture's three architectures in that layout with
+``nats_bench``'s own classes and reads them back). Each run simulates a sequential search: a trial
+"trains" an architecture for 200 epochs, costing
 ``200 x (a + b * FLOPs)`` seconds with ``a``, ``b`` fitted on the official per-epoch training times of the
 three tss architectures in ``nats_fixture_3archs.csv`` (cifar10: a = 10.3 s, b = 0.129 s per MFLOP;
 residuals -15 %, +0.3 %, +21 %), and returns the 200-epoch test accuracy. ``--budget`` is in hours of

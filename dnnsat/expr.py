@@ -533,55 +533,95 @@ def _rebuild(op: str, args: list[Expr]) -> Expr:
 # Scalar evaluator (code generation)
 
 
-def _codegen(roots: Sequence[Expr], emit: Callable[[Expr, list[str], str], list[str]], header: str) -> str:
-    names: dict[int, str] = {}
-    lines = [header]
-    for i, node in enumerate(topological(roots)):
-        out = f"t{i}"
-        names[id(node)] = out
-        lines.extend("    " + line for line in emit(node, [names[id(a)] for a in node.args], out))
-    lines.append(f"    return ({', '.join(names[id(r)] for r in roots)},)")
-    return "\n".join(lines)
+_NARY = ("min", "max")  # trees of these become one builtin call
+_MAX_NESTING = 40  # inlined expressions deeper than this are stored in a local (the parser's limit is 200)
 
 
-def _emit_scalar(node: Expr, a: list[str], out: str) -> list[str]:
+def _scalar_text(node: Expr, a: list[str]) -> str:
+    """Python source of ``node`` given its arguments' source ``a`` (the ops in ``_READS_TWICE`` read an
+    argument twice; the others read each once)."""
     op = node.op
-    if op == "var":
-        return [f"{out} = env[{node.name!r}]"]
-    if op == "const":
-        return [f"{out} = {node.payload!r}"]
     if op in ("add", "sub", "mul", "lt", "le", "eq", "ne"):
-        return [f"{out} = {a[0]} {_INFIX[op]} {a[1]}"]
+        return f"{a[0]} {_INFIX[op]} {a[1]}"
     if op == "neg":
-        return [f"{out} = -{a[0]}"]
+        return f"-{a[0]}"
     if op == "floordiv":
-        return [f"{out} = {a[0]} // {a[1]} if {a[1]} else 0"]
+        return f"{a[0]} // {a[1]} if {a[1]} else 0"
     if op == "ceildiv":
-        return [f"{out} = -((-{a[0]}) // {a[1]}) if {a[1]} else 0"]
+        return f"-((-{a[0]}) // {a[1]}) if {a[1]} else 0"
     if op == "truediv":
-        return [f"{out} = {a[0]} / {a[1]} if {a[1]} else 0.0"]
-    if op in ("min", "max"):
-        cmp = "<=" if op == "min" else ">="
-        return [f"{out} = {a[0]} if {a[0]} {cmp} {a[1]} else {a[1]}"]
-    if op == "and":
-        return [f"{out} = {a[0]} and {a[1]}"]
-    if op == "or":
-        return [f"{out} = {a[0]} or {a[1]}"]
+        return f"{a[0]} / {a[1]} if {a[1]} else 0.0"
+    if op in _NARY:
+        return f"{a[0]} if {a[0]} {'<=' if op == 'min' else '>='} {a[1]} else {a[1]}"
+    if op in ("and", "or"):
+        return f"{a[0]} {op} {a[1]}"
     if op == "not":
-        return [f"{out} = not {a[0]}"]
+        return f"not {a[0]}"
     if op == "where":
-        return [f"{out} = {a[1]} if {a[0]} else {a[2]}"]
+        return f"{a[1]} if {a[0]} else {a[2]}"  # lazy: the branch not taken is not evaluated
     raise AssertionError(op)
+
+
+_READS_TWICE = {"floordiv", "ceildiv", "truediv", *_NARY}
+
+
+def _nary_leaves(node: Expr, uses: Mapping[int, int]) -> list[Expr]:
+    """Operands of the tree of ``node.op`` nodes under ``node`` whose inner nodes have no other use."""
+    out, stack = [], [node]
+    while stack:
+        x = stack.pop()
+        if x.op == node.op and (x is node or uses[id(x)] == 1):
+            stack.extend(reversed(x.args))
+        else:
+            out.append(x)
+    return out
 
 
 def compile_scalar(roots: Sequence[Expr]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
     """A function ``env -> tuple of values`` (one per root) over one assignment of Python numbers.
 
-    Integer arithmetic is exact (Python ints); categorical labels must already be encoded.
+    Integer arithmetic is exact (Python ints); categorical labels must already be encoded. Nodes with
+    a single use are inlined into their user (so a :func:`where` evaluates only the branch it takes),
+    trees of :func:`minimum`/:func:`maximum` become one ``min``/``max`` call, and every other node is
+    computed once into a local.
     """
-    src = _codegen(roots, _emit_scalar, "def _f(env):")
+    order = topological(roots)
+    uses: dict[int, int] = {id(n): 0 for n in order}
+    for r in roots:
+        uses[id(r)] += 2  # returned: always stored
+    nary: dict[int, list[Expr]] = {}
+    for node in order:
+        for x in node.args:
+            uses[id(x)] += 1
+    for node in order:
+        if node.op in _NARY and len(leaves := _nary_leaves(node, uses)) > 2:
+            nary[id(node)] = leaves
+        elif node.op in _READS_TWICE:
+            for x in node.args:
+                uses[id(x)] += 2  # read twice by the template: store it
+    ref: dict[int, str] = {}
+    depth: dict[int, int] = {}
+    lines = ["def _f(env):"]
+    for i, node in enumerate(order):
+        if node.op == "const":
+            ref[id(node)], depth[id(node)] = repr(node.payload), 0
+            continue
+        args = nary.get(id(node), node.args)
+        if node.op == "var":
+            text = f"env[{node.name!r}]"
+        elif id(node) in nary:
+            text = f"{node.op}({', '.join(ref[id(x)] for x in args)})"
+        else:
+            text = _scalar_text(node, [ref[id(x)] for x in args])
+        d = 1 + max((depth[id(x)] for x in args), default=0)
+        if uses[id(node)] == 1 and d < _MAX_NESTING:
+            ref[id(node)], depth[id(node)] = f"({text})", d
+        else:
+            lines.append(f"    t{i} = {text}")
+            ref[id(node)], depth[id(node)] = f"t{i}", 0
+    lines.append(f"    return ({', '.join(ref[id(r)] for r in roots)},)")
     ns: dict[str, Any] = {}
-    exec(compile(src, "<dnnsat.expr scalar>", "exec"), ns)
+    exec(compile("\n".join(lines), "<dnnsat.expr scalar>", "exec"), ns)
     return ns["_f"]  # type: ignore[no-any-return]
 
 
@@ -604,6 +644,17 @@ def interval(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> dict[
 
 # ------------------------------------------------------------------------------------------------
 # Vectorized evaluator
+
+
+def _codegen(roots: Sequence[Expr], emit: Callable[[Expr, list[str], str], list[str]], header: str) -> str:
+    names: dict[int, str] = {}
+    lines = [header]
+    for i, node in enumerate(topological(roots)):
+        out = f"t{i}"
+        names[id(node)] = out
+        lines.extend("    " + line for line in emit(node, [names[id(a)] for a in node.args], out))
+    lines.append(f"    return ({', '.join(names[id(r)] for r in roots)},)")
+    return "\n".join(lines)
 
 
 def _dtype_plan(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None) -> set[int]:

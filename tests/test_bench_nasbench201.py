@@ -144,3 +144,46 @@ def test_interrupted_run_resumes_from_its_partial_file(tmp_path, capsys):
     main([*common, "--budget", "40", "--scenarios", "params-5", "--methods", "optuna-random"])
     assert "resuming" not in capsys.readouterr().out  # other settings: started afresh
     assert len(partial.read_text().splitlines()) == 1 + 2
+
+
+def _nats_archive(root: Path) -> list[dict[str, str]]:
+    """The fixture's three tss architectures written in the official NATS-Bench fast-mode layout
+    (``meta.pickle.pbz2`` + ``{index:06d}.pickle.pbz2``) with nats_bench's own classes and writer."""
+    api_utils = pytest.importorskip("nats_bench.api_utils")
+    rows = [
+        r
+        for r in csv.DictReader((DATA / "nats_fixture_3archs.csv").open())
+        if r["space"] == "tss" and r["hp_epochs"] == "200" and r["dataset"] == "cifar10"
+    ]
+    api_utils.pickle_save({"meta_archs": [r["arch_str"] for r in rows]}, str(root / "meta.pickle"))
+    for i, r in enumerate(rows):
+        arch = api_utils.ArchResults(i, r["arch_str"])
+        epochs = 200
+        res = api_utils.ResultsCount(
+            "cifar10", None, None, None, float(r["params_mb"]),
+            float(r["flops_m"]), {"arch_str": r["arch_str"]}, 777, epochs, [float(r["latency_s"])],
+        )  # fmt: skip
+        zeros = [0.0] * epochs
+        res.update_train_info(zeros, None, zeros, [float(r["train_time_per_epoch_s"])] * epochs)
+        keys = [f"ori-test@{e}" for e in range(epochs)]
+        res.update_eval(
+            {k: float(r["acc_ori_test"]) for k in keys}, dict.fromkeys(keys, 0.0), dict.fromkeys(keys, 1.0)
+        )
+        arch.update("cifar10", 777, res)
+        api_utils.pickle_save({"200": arch.state_dict()}, str(root / f"{i:06d}.pickle"))
+    return rows
+
+
+def test_official_nats_bench_files_are_read_through_nats_bench(tmp_path):
+    from benchmarks._nb201_data import load
+
+    rows = _nats_archive(tmp_path)
+    b = load(tmp_path, "cifar10")  # no nb201.csv there: the nats_bench API path
+    assert b.arch_str == [r["arch_str"] for r in rows]
+    np.testing.assert_allclose(b.acc, [float(r["acc_ori_test"]) for r in rows])
+    np.testing.assert_allclose(b.latency["nats_latency_ms"], [1e3 * float(r["latency_s"]) for r in rows])
+    np.testing.assert_allclose(b.flops_m, [float(r["flops_m"]) for r in rows], rtol=1e-6)
+    # the training-time model is fitted on the API's per-epoch times, as from the fixture's CSV rows
+    from benchmarks._nb201_data import fit_train_time
+
+    np.testing.assert_allclose(b.time_fit, fit_train_time(DATA / "nats_fixture_3archs.csv", "cifar10")[0])
