@@ -33,6 +33,7 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.solver_perf
 	$(BIN)/python -m benchmarks.graph_perf
+	$(BIN)/python -m benchmarks.budget_perf
 	$(BIN)/python -m benchmarks.optuna_overhead
 	$(BIN)/python -m benchmarks.nni_overhead
 	$(BIN)/python -m benchmarks.memory_accuracy

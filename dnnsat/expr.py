@@ -13,11 +13,13 @@ Evaluators (all agree; property tests check it):
 * :func:`compile_scalar` - Python function of one assignment (exact, arbitrary-precision ints);
 * :func:`compile_vectorized` - numpy function of columns of assignments;
 * :func:`compile_interval` - numpy function of boxes (``lo``/``hi`` columns) giving sound bounds;
+  :func:`compile_interval_scalar` the same for one box of Python numbers, for a few boxes at a time;
 * :func:`to_z3` - lowering to Z3 terms.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,6 +46,7 @@ __all__ = [
     "compile_scalar",
     "compile_vectorized",
     "compile_interval",
+    "compile_interval_scalar",
     "interval",
     "to_z3",
 ]
@@ -816,6 +819,7 @@ class _PyMath:
 
 
 def _interval_rules(python: bool) -> dict[str, Callable[..., tuple[Any, Any]]]:
+    """Bounds of the ops that take more than one line: ``(alo, ahi, blo, bhi) -> (lo, hi)``."""
     m: Any = _PyMath if python else np
     fdiv = _py_floordiv if python else _vfloordiv_pos
     cdiv = _py_ceildiv if python else _vceildiv_pos
@@ -824,14 +828,8 @@ def _interval_rules(python: bool) -> dict[str, Callable[..., tuple[Any, Any]]]:
     def b_and(x: Any, y: Any) -> Any:
         return (x and y) if python else np.logical_and(x, y)
 
-    def b_or(x: Any, y: Any) -> Any:
-        return (x or y) if python else np.logical_or(x, y)
-
     def b_not(x: Any) -> Any:
         return (not x) if python else np.logical_not(x)
-
-    def sel(c: Any, x: Any, y: Any) -> Any:
-        return (x if c else y) if python else np.where(c, x, y)
 
     def eq_lo(alo: Any, ahi: Any, blo: Any, bhi: Any) -> Any:
         return b_and(b_and(alo == ahi, blo == bhi), alo == blo)
@@ -840,27 +838,65 @@ def _interval_rules(python: bool) -> dict[str, Callable[..., tuple[Any, Any]]]:
         return b_and(alo <= bhi, blo <= ahi)
 
     return {
-        "add": lambda alo, ahi, blo, bhi: (alo + blo, ahi + bhi),
-        "sub": lambda alo, ahi, blo, bhi: (alo - bhi, ahi - blo),
-        "neg": lambda alo, ahi: (-ahi, -alo),
         "mul": lambda alo, ahi, blo, bhi: _imul(alo, ahi, blo, bhi, m),
         "floordiv": lambda alo, ahi, blo, bhi: _idiv(alo, ahi, blo, bhi, m, fdiv),
         "ceildiv": lambda alo, ahi, blo, bhi: _idiv(alo, ahi, blo, bhi, m, cdiv),
         "truediv": lambda alo, ahi, blo, bhi: _idiv(alo, ahi, blo, bhi, m, tdiv),
-        "min": lambda alo, ahi, blo, bhi: (m.minimum(alo, blo), m.minimum(ahi, bhi)),
-        "max": lambda alo, ahi, blo, bhi: (m.maximum(alo, blo), m.maximum(ahi, bhi)),
-        "lt": lambda alo, ahi, blo, bhi: (ahi < blo, alo < bhi),
-        "le": lambda alo, ahi, blo, bhi: (ahi <= blo, alo <= bhi),
         "eq": lambda alo, ahi, blo, bhi: (eq_lo(alo, ahi, blo, bhi), eq_hi(alo, ahi, blo, bhi)),
         "ne": lambda alo, ahi, blo, bhi: (b_not(eq_hi(alo, ahi, blo, bhi)), b_not(eq_lo(alo, ahi, blo, bhi))),
-        "and": lambda alo, ahi, blo, bhi: (b_and(alo, blo), b_and(ahi, bhi)),
-        "or": lambda alo, ahi, blo, bhi: (b_or(alo, blo), b_or(ahi, bhi)),
-        "not": lambda alo, ahi: (b_not(ahi), b_not(alo)),
-        "where": lambda clo, chi, alo, ahi, blo, bhi: (
-            sel(clo, alo, sel(b_not(chi), blo, m.minimum(alo, blo))),
-            sel(clo, ahi, sel(b_not(chi), bhi, m.maximum(ahi, bhi))),
-        ),
     }
+
+
+_ONE_LINE = {"add": 2, "sub": 2, "neg": 1, "min": 2, "max": 2, "lt": 2, "le": 2, "and": 2, "or": 2, "not": 1}
+_ONE_LINE["where"] = 3
+
+
+def _interval_text(op: str, a: Sequence[tuple[str, str]], python: bool) -> tuple[str, str]:
+    """Source of ``(lo, hi)`` of an op in ``_ONE_LINE`` over its arguments' ``(lo, hi)`` source.
+
+    The single definition of these rules: the interpreters compile them into one function per op,
+    :func:`compile_interval_scalar` inlines them.
+    """
+    lo_min, hi_max = ("min", "max") if python else ("np.minimum", "np.maximum")
+
+    def sel(c: str, x: str, y: str) -> str:
+        return f"({x} if {c} else {y})" if python else f"np.where({c}, {x}, {y})"
+
+    def logic(name: str, *xs: str) -> str:
+        if python:
+            return f"(not {xs[0]})" if name == "not" else f"({xs[0]} {name} {xs[1]})"
+        return f"np.logical_{name}({', '.join(xs)})"
+
+    (al, ah), (bl, bh) = a[0], a[-1]
+    if op == "where":  # (c, x, y): x if surely c, y if surely not c, else the hull of both
+        (cl, ch), (al, ah) = a[0], a[1]
+        return sel(cl, al, sel(ch, f"{lo_min}({al}, {bl})", bl)), sel(
+            cl, ah, sel(ch, f"{hi_max}({ah}, {bh})", bh)
+        )
+    return {
+        "add": (f"{al} + {bl}", f"{ah} + {bh}"),
+        "sub": (f"{al} - {bh}", f"{ah} - {bl}"),
+        "neg": (f"-{ah}", f"-{al}"),
+        "min": (f"{lo_min}({al}, {bl})", f"{lo_min}({ah}, {bh})"),
+        "max": (f"{hi_max}({al}, {bl})", f"{hi_max}({ah}, {bh})"),
+        "lt": (f"{ah} < {bl}", f"{al} < {bh}"),
+        "le": (f"{ah} <= {bl}", f"{al} <= {bh}"),
+        "and": (logic("and", al, bl), logic("and", ah, bh)),
+        "or": (logic("or", al, bl), logic("or", ah, bh)),
+        "not": (logic("not", ah), logic("not", al)),
+    }[op]
+
+
+@functools.cache
+def _interval_functions(python: bool) -> dict[str, Callable[..., tuple[Any, Any]]]:
+    """Every op's bound rule as one function ``(alo, ahi, blo, bhi, ...) -> (lo, hi)``."""
+    fns = _interval_rules(python)
+    for op, arity in _ONE_LINE.items():
+        args = [(f"a{k}l", f"a{k}h") for k in range(arity)]
+        lo, hi = _interval_text(op, args, python)
+        params = ", ".join(x for pair in args for x in pair)
+        fns[op] = eval(f"lambda {params}: ({lo}, {hi})", {"np": np})
+    return fns
 
 
 def compile_interval(
@@ -874,7 +910,7 @@ def compile_interval(
     selects float64 for nodes that may leave int64. ``python=True`` evaluates Python numbers exactly.
     """
     order = topological(roots)
-    rules = _interval_rules(python)
+    rules = _interval_functions(python)
     wide = _dtype_plan(roots, box) if not python else set()
     const_cache: dict[int, Any] = {}
     for node in order:
@@ -911,6 +947,31 @@ def compile_interval(
         return tuple(b[r] for r in root_ids)
 
     return evaluate
+
+
+def compile_interval_scalar(roots: Sequence[Expr]) -> Callable[..., tuple[tuple[Any, Any], ...]]:
+    """Like :func:`compile_interval` for one box of Python numbers (exact ints): generated code with
+    every rule inlined, many times faster than the numpy evaluator on a handful of boxes."""
+    rules = _interval_rules(python=True)
+    names: dict[int, tuple[str, str]] = {}
+    lines = ["def _f(lo, hi):"]
+    for i, node in enumerate(topological(roots)):
+        if node.op == "const":
+            names[id(node)] = (repr(node.payload),) * 2
+            continue
+        out = names[id(node)] = (f"l{i}", f"h{i}")
+        args = [names[id(a)] for a in node.args]
+        if node.op == "var":
+            text = f"lo[{node.name!r}], hi[{node.name!r}]"
+        elif node.op in _ONE_LINE:
+            text = ", ".join(_interval_text(node.op, args, python=True))
+        else:
+            text = f"_rules[{node.op!r}]({', '.join(x for pair in args for x in pair)})"
+        lines.append(f"    {out[0]}, {out[1]} = {text}")
+    lines.append(f"    return ({', '.join(f'({names[id(r)][0]}, {names[id(r)][1]})' for r in roots)},)")
+    ns: dict[str, Any] = {"_rules": rules}
+    exec(compile("\n".join(lines), "<dnnsat.expr interval scalar>", "exec"), ns)
+    return ns["_f"]  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -162,3 +162,34 @@ def test_brute_force_helper_covers_every_config() -> None:
     total = math.prod(len(p.space[n].values()) for n in finite)
     assert len(list(all_configs(p.space))) == total == p.space.size()
     assert list(itertools.islice(all_configs(p.space), 1))
+
+
+@pytest.mark.parametrize("seed", SEEDS[:12])
+def test_few_boxes_in_python_agree_with_numpy(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to ``FEW`` boxes/points are evaluated one by one in generated Python code: same answers as
+    the numpy evaluators on random boxes and points."""
+    from dnnsat.solver import _engine
+
+    engine = random_problem(seed, conditional=seed % 2 == 1)._c().engine
+    rng = np.random.default_rng(seed)
+    sizes = engine.domain.sizes
+    for m in (1, 3, _engine.FEW):
+        a, b = rng.integers(0, sizes, size=(2, m, len(sizes)))
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        mask = rng.random(len(engine.constraints)) < 0.7
+        few = engine.bounds(lo, hi, None), engine.bounds(lo, hi, mask), engine.feasible_points(lo, mask)
+        monkeypatch.setattr(_engine, "FEW", 0)
+        many = engine.bounds(lo, hi, None), engine.bounds(lo, hi, mask), engine.feasible_points(lo, mask)
+        monkeypatch.undo()
+        for x, y in zip(few, many):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_constraints_true_on_the_whole_domain_are_not_evaluated() -> None:
+    space = ds.Space({"a": ds.Int(1, 10), "b": ds.Int(1, 10)})
+    v = space.vars
+    p = ds.Problem(space).require(v.a * v.b <= 100, name="roomy").require(v.a + v.b >= 15, name="big")
+    engine = p._c().engine
+    assert [engine.constraints[i] for i in engine._open] == [p.constraints[1].expr]
+    assert p.count() == sum(a + b >= 15 for a in range(1, 11) for b in range(1, 11))
+    assert not p.check({"a": 2, "b": 3}).feasible and p.check({"a": 9, "b": 9}).feasible

@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import Expr, compile_interval, compile_vectorized
+from ..expr import (
+    Expr,
+    compile_interval,
+    compile_interval_scalar,
+    compile_scalar,
+    compile_vectorized,
+    interval,
+)
 from ._boxes import Domain
 
 __all__ = ["Engine", "Decomposition"]
@@ -27,6 +34,7 @@ logger = logging.getLogger("dnnsat.solver")
 ENUM_LIMIT = 4096  # a mixed box with at most this many points is enumerated exactly
 BATCH = 2048  # boxes per vectorized step
 POINTS_PER_STEP = 1 << 18
+FEW = 16  # up to this many boxes / points are evaluated one by one in generated Python code, not numpy
 
 
 @dataclass
@@ -69,8 +77,14 @@ class Engine:
         }
         box.update(domain.continuous)
         self._box = box
-        self._interval = compile_interval(self.constraints, box=box) if self.constraints else None
-        self._vector = compile_vectorized(self.constraints, box=box) if self.constraints else None
+        # Constraints that hold on the whole domain (e.g. a memory budget no configuration reaches) are
+        # never evaluated again: bounds and points only look at the others.
+        whole = interval(self.constraints, box)
+        self._open = [i for i, c in enumerate(self.constraints) if not whole[id(c)][0]]
+        open_exprs = [self.constraints[i] for i in self._open]
+        self._interval = compile_interval(open_exprs, box=box) if open_exprs else None
+        self._vector = compile_vectorized(open_exprs, box=box) if open_exprs else None
+        self._few: tuple[Callable[..., Any], Callable[..., Any]] | None = None  # compiled on first use
         self._z3: Any = None
         self.stats = {"boxes": 0, "points": 0, "z3_calls": 0}
 
@@ -83,10 +97,10 @@ class Engine:
         if self._interval is None:
             return np.ones(m, dtype=bool), np.ones(m, dtype=bool)
         vlo, vhi = self.domain.value_columns(lo, hi)
-        res = self._interval(vlo, vhi)
+        res = self._interval(vlo, vhi) if m > FEW else _by_row(self._one_by_one()[0], m, vlo, vhi)
         surely = np.ones(m, dtype=bool)
         possibly = np.ones(m, dtype=bool)
-        for i, (dt, pt) in enumerate(res):
+        for i, (dt, pt) in zip(self._open, res):
             if mask is not None and not mask[i]:
                 continue
             surely &= dt
@@ -102,13 +116,21 @@ class Engine:
             if self.domain.continuous:
                 raise AssertionError("points with continuous variables need Z3")
             cols, _ = self.domain.value_columns(idx)
-            for i, v in enumerate(self._vector(cols)):
+            values = self._vector(cols) if n > FEW else _by_row(self._one_by_one()[1], n, cols)
+            for i, v in zip(self._open, values):
                 if mask is None or mask[i]:
                     ok &= np.broadcast_to(v, (n,))
         if self.opaque is not None and n and ok.any():
             sel = np.flatnonzero(ok)
             ok[sel] = self.opaque(idx[sel])
         return ok
+
+    def _one_by_one(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """(bounds over one box, values at one point) of the open constraints, in Python numbers."""
+        if self._few is None:
+            exprs = [self.constraints[i] for i in self._open]
+            self._few = compile_interval_scalar(exprs), compile_scalar(exprs)
+        return self._few
 
     def feasible_configurations(self, idx: np.ndarray) -> np.ndarray:
         """Feasible points that are configurations (inactive conditional dims at index 0)."""
@@ -409,6 +431,20 @@ class Engine:
                 f"{what} needs every constrained parameter to be finite, but {names} is a continuous Float "
                 "used in a constraint: give it a step (Float(low, high, step=...))"
             )
+
+
+def _by_row(f: Callable[..., tuple[Any, ...]], m: int, *columns: dict[str, Any]) -> list[Any]:
+    """``f`` (boolean outputs, or ``(lo, hi)`` pairs of them) applied to each of the ``m`` rows of
+    ``columns`` (name -> array or scalar), stacked per output as a vectorized evaluator returns them."""
+    lists = [{k: np.broadcast_to(v, (m,)).tolist() for k, v in c.items()} for c in columns]
+    rows = [f(*({k: v[j] for k, v in c.items()} for c in lists)) for j in range(m)]
+    outputs = zip(*rows) if rows else ()
+    return [
+        tuple(np.array(x, dtype=bool) for x in zip(*col))
+        if isinstance(col[0], tuple)
+        else np.array(col, dtype=bool)
+        for col in outputs
+    ]
 
 
 def _take(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:

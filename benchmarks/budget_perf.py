@@ -1,0 +1,186 @@
+"""Time dnnsat spends deciding memory and latency budgets during a search, per trial.
+
+    python -m benchmarks.budget_perf [--quick] [--trials 60]
+
+Memory and latency constraints are large expressions (a training step's peak memory is a maximum
+over every moment of the step: thousands of nodes), and a sampler asks about a handful of boxes or
+points at a time, where numpy's per-call cost dominates. The engine therefore (1) never evaluates
+constraints that hold on the whole domain (e.g. a memory budget of an 11 GiB card that no
+NAS-Bench-201 cell reaches) and (2) evaluates up to ``FEW`` boxes/points one by one in generated
+Python code. (2) is measured here as a ratio within one run: the same seeded searches with the
+default and with ``FEW = 0`` (numpy for every batch); their trial sequences must be identical.
+
+Problems: ``nb201-latency``, the NAS-Bench-201 problem of ``benchmarks.nasbench201``'s latency-5
+scenario (1080 Ti, batch 256, dnnsat's latency model calibrated on 20 architectures, memory limited
+to the card); ``gpt-memory`` and ``resnet-memory``, zoo models with a training-memory budget on an
+A100 40 GB at the 25th percentile of 200 random configurations. Searches: NNI TPE wrapped by
+``DnnSATTuner`` and Optuna TPE wrapped by ``DnnSATSampler`` (seconds per launched trial, whole run
+included), and ``Problem.repair`` per infeasible configuration. Writes the "budget_perf" section of
+benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks._report import machine, markdown_table, single_core, update_readme
+
+single_core()
+
+import optuna  # noqa: E402
+from dnnsat.integrations.nni import DnnSATTuner, config_from_nni  # noqa: E402
+from dnnsat.integrations.optuna import DnnSATSampler, suggest  # noqa: E402
+
+from dnnsat import Problem, zoo  # noqa: E402
+from dnnsat.cost import Budget  # noqa: E402
+from dnnsat.solver import _engine  # noqa: E402
+from dnnsat.torch import random_configs  # noqa: E402
+
+
+def nb201_latency() -> tuple[Problem, Callable[[dict[str, Any]], float]]:
+    from benchmarks._nb201_data import SCENARIOS, decide, load
+
+    bench = load(None, "cifar10")
+    return decide(bench, SCENARIOS["latency-5"]).problem, lambda cfg: float(bench.acc[bench.index(cfg)])
+
+
+def zoo_memory(name: str) -> tuple[Problem, Callable[[dict[str, Any]], float]]:
+    free = zoo.get(name)(budget=Budget(device="a100_40gb"))
+    mem = sorted(free.costs(c)["memory"] for c in random_configs(free.space, 200, seed=0))
+    p = zoo.get(name)(budget=Budget(device="a100_40gb", memory=mem[len(mem) // 4]))
+    return p, lambda cfg: math.log(p.costs(cfg)["params"])  # a deterministic stand-in objective
+
+
+PROBLEMS: dict[str, Callable[[], tuple[Problem, Callable[[dict[str, Any]], float]]]] = {
+    "nb201-latency": nb201_latency,
+    "gpt-memory": lambda: zoo_memory("gpt"),
+    "resnet-memory": lambda: zoo_memory("resnet"),
+}
+
+
+def nni_run(p: Problem, value: Callable[[dict[str, Any]], float], trials: int) -> list[dict[str, Any]]:
+    tuner = DnnSATTuner(p, "TPE", {"optimize_mode": "maximize", "seed": 1}, seed=1)
+    tuner.update_search_space(p.space.to_nni())
+    seq = []
+    for i in range(trials):
+        params = tuner.generate_parameters(i)
+        cfg = config_from_nni(p.space, params)
+        tuner.receive_trial_result(i, params, value(cfg))
+        seq.append(cfg)
+    return seq
+
+
+def optuna_run(p: Problem, value: Callable[[dict[str, Any]], float], trials: int) -> list[dict[str, Any]]:
+    sampler = DnnSATSampler(p, optuna.samplers.TPESampler(seed=1), seed=1)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    seq = []
+    for _ in range(trials):
+        trial = study.ask()
+        cfg = suggest(trial, p)
+        study.tell(trial, value(cfg))
+        seq.append(cfg)
+    return seq
+
+
+def repairs(p: Problem, n: int) -> list[dict[str, Any]]:
+    bad = [c for c in random_configs(p.space, 50 * n, seed=2) if not p.check(c).feasible][:n]
+    return [p.repair(c) for c in bad]
+
+
+def measure(fn: Callable[[], list[Any]]) -> tuple[float, list[Any]]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def run(names: list[str], trials: int, n_repair: int) -> list[dict[str, Any]]:
+    rows = []
+    few = _engine.FEW
+    for name in names:
+        p, value = PROBLEMS[name]()
+        engine = p._c().engine
+        engine._one_by_one()  # compile outside the timings
+        row: dict[str, Any] = {"problem": name, "open": len(engine._open), "constraints": len(p.constraints)}
+        jobs: list[tuple[str, Callable[[], list[Any]], int]] = [
+            ("nni", lambda p=p, value=value: nni_run(p, value, trials), trials),
+            ("optuna", lambda p=p, value=value: optuna_run(p, value, trials), trials),
+            ("repair", lambda p=p: repairs(p, n_repair), n_repair),
+        ]
+        for label, fn, count in jobs:
+            results = {}
+            for setting in (few, 0):
+                _engine.FEW = setting
+                results[setting] = measure(fn)
+            _engine.FEW = few
+            same = results[few][1] == results[0][1]
+            row[label] = (results[few][0] / count, results[0][0] / count, same)
+            print(
+                f"{name} {label}: {results[few][0] / count * 1e3:.0f} ms vs numpy only "
+                f"{results[0][0] / count * 1e3:.0f} ms per item, same answers: {same}",
+                flush=True,
+            )
+        rows.append(row)
+    return rows
+
+
+def report(rows: list[dict[str, Any]], trials: int, n_repair: int) -> str:
+    def cell(x: tuple[float, float, bool]) -> str:
+        return f"{x[0] * 1e3:.0f} / {x[1] * 1e3:.0f} ms ({x[1] / x[0]:.1f}x){'' if x[2] else ' DIFFERENT'}"
+
+    table = markdown_table(
+        [
+            "problem",
+            "constraints evaluated",
+            f"DnnSATTuner (NNI TPE), per trial of {trials}",
+            f"DnnSATSampler (Optuna TPE), per trial of {trials}",
+            f"repair, per config ({n_repair})",
+        ],
+        [
+            [
+                r["problem"],
+                f"{r['open']} of {r['constraints']}",
+                cell(r["nni"]),
+                cell(r["optuna"]),
+                cell(r["repair"]),
+            ]
+            for r in rows
+        ],
+    )
+    return (
+        f"Command: `python -m benchmarks.budget_perf` ({machine()}; shared machine).\n\n"
+        f"Each cell: default (up to {_engine.FEW} boxes/points in generated Python code) / numpy for "
+        "every batch (`FEW = 0`), and the ratio, measured in the same run; the trial sequences and "
+        "repairs of both settings are identical (else the cell says DIFFERENT). *constraints evaluated*: "
+        "the others hold on the whole domain and are never evaluated.\n\n" + table
+    )
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=60)
+    ap.add_argument("--repairs", type=int, default=10)
+    ap.add_argument("--problems", default=",".join(PROBLEMS))
+    ap.add_argument("--quick", action="store_true", help="nb201-latency only, 15 trials, 3 repairs")
+    ap.add_argument("--no-readme", action="store_true")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.trials, args.repairs, args.problems = 15, 3, "nb201-latency"
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.getLogger("nni").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+    rows = run(args.problems.split(","), args.trials, args.repairs)
+    text = report(rows, args.trials, args.repairs)
+    print(text)
+    if not args.no_readme:
+        update_readme("budget_perf", text)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
