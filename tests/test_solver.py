@@ -193,3 +193,16 @@ def test_constraints_true_on_the_whole_domain_are_not_evaluated() -> None:
     assert [engine.constraints[i] for i in engine._open] == [p.constraints[1].expr]
     assert p.count() == sum(a + b >= 15 for a in range(1, 11) for b in range(1, 11))
     assert not p.check({"a": 2, "b": 3}).feasible and p.check({"a": 9, "b": 9}).feasible
+
+
+@pytest.mark.parametrize("seed", SEEDS[:10])
+def test_small_enumeration_limit_matches_brute_force(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large constraints (a memory peak) enumerate only small boxes and split the rest further
+    (``ENUM_WORK``); forced down to 16 points here, every answer still equals brute force."""
+    from dnnsat.solver import _engine
+
+    monkeypatch.setattr(_engine, "ENUM_WORK", 1)
+    assert random_problem(seed)._c().engine.enum_limit == 16
+    test_prune_count_enumerate_match_brute_force(seed, conditional=seed % 2 == 1)
+    test_feasible_values_match_brute_force(seed)
+    test_repair_and_explain_match_brute_force(seed)

@@ -294,11 +294,17 @@ class _Model:
             saved_at.setdefault(t, []).append(b)
         for k, b in extras.items():
             saved_at.setdefault(k, []).append(b)
-        total_saved = sum_(b for bs in saved_at.values() for b in bs)
-        released: Expr = Const(0)
+        # what is still saved when the backward reaches op k: the tensors saved by ops up to k, as a
+        # prefix sum in execution order (no subtraction, so interval bounds over boxes stay tight)
+        ops = self.net.ops()
+        indices = {op.index for op in ops}
+        unreleased: dict[int, Expr] = {}
+        saved: Expr = sum_(b for t, bs in saved_at.items() if t not in indices for b in bs)
+        for op in ops:
+            saved = unreleased[op.index] = saved + sum_(saved_at.get(op.index, []))
         grads: Expr = Const(0)
         end = sum_(end_alive) + self.loss_scalars()  # outputs (referenced by the loop) and the loss
-        for op in reversed(self.net.ops()):
+        for op in reversed(ops):
             k = op.index
             grads = grads + where(op.gate, self.param_grad_bytes(op), 0)
             if k in gspans and self.roots[op.output].grad:
@@ -306,9 +312,8 @@ class _Model:
                 frozen = mem.backward_frozen is not None and not self.input_grad(op)
                 bw_sizes = mem.backward_frozen if frozen and mem.backward_frozen else mem.backward
                 bw = self.sizes(() if self.gpu and mem.cpu_kernels else bw_sizes)
-                live = total_saved - released + grads + sum_(gspans[k]) + sum_(second[k])
+                live = unreleased[k] + grads + sum_(gspans[k]) + sum_(second[k])
                 bwd.append(live + end + where(op.gate, bw, 0))
-            released = released + sum_(saved_at.get(k, []))
         return fwd, bwd, saved_end, sum_(end_alive)
 
     def _grad_spans(

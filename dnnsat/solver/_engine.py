@@ -24,6 +24,7 @@ from ..expr import (
     compile_scalar,
     compile_vectorized,
     interval,
+    topological,
 )
 from ._boxes import Domain
 
@@ -31,7 +32,9 @@ __all__ = ["Engine", "Decomposition"]
 
 logger = logging.getLogger("dnnsat.solver")
 
-ENUM_LIMIT = 4096  # a mixed box with at most this many points is enumerated exactly
+ENUM_LIMIT = 4096  # a mixed box with at most this many points is enumerated exactly ...
+ENUM_WORK = 1 << 20  # ... or fewer, so that points x expression nodes stays under this (big constraints
+# such as a memory peak prune better by splitting further than by evaluating thousands of points)
 BATCH = 2048  # boxes per vectorized step
 POINTS_PER_STEP = 1 << 18
 FEW = 16  # up to this many boxes / points are evaluated one by one in generated Python code, not numpy
@@ -82,6 +85,7 @@ class Engine:
         whole = interval(self.constraints, box)
         self._open = [i for i, c in enumerate(self.constraints) if not whole[id(c)][0]]
         open_exprs = [self.constraints[i] for i in self._open]
+        self.enum_limit = min(ENUM_LIMIT, max(16, ENUM_WORK // max(1, len(topological(open_exprs)))))
         self._interval = compile_interval(open_exprs, box=box) if open_exprs else None
         self._vector = compile_vectorized(open_exprs, box=box) if open_exprs else None
         self._few: tuple[Callable[..., Any], Callable[..., Any]] | None = None  # compiled on first use
@@ -220,7 +224,7 @@ class Engine:
             if not len(rid):
                 continue
             vol = self.domain.volume(blo, bhi)
-            small = vol <= ENUM_LIMIT
+            small = vol <= self.enum_limit
             if small.any():
                 self._enumerate_exists(blo[small], bhi[small], rid[small], mask, settle)
             big = ~small
@@ -408,7 +412,7 @@ class Engine:
             if not len(blo):
                 continue
             vol = self.domain.volume(blo, bhi)
-            small = (vol <= ENUM_LIMIT) & ~und
+            small = (vol <= self.enum_limit) & ~und
             if small.any():
                 pts, _ = self.domain.points(blo[small], bhi[small])
                 offer(self.domain.canonical(pts))
