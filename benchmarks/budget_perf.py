@@ -6,9 +6,11 @@ Memory and latency constraints are large expressions (a training step's peak mem
 over every moment of the step: thousands of nodes), and a sampler asks about a handful of boxes or
 points at a time, where numpy's per-call cost dominates. The engine therefore (1) never evaluates
 constraints that hold on the whole domain (e.g. a memory budget of an 11 GiB card that no
-NAS-Bench-201 cell reaches) and (2) evaluates up to ``FEW`` boxes/points one by one in generated
-Python code. (2) is measured here as a ratio within one run: the same seeded searches with the
-default and with ``FEW = 0`` (numpy for every batch); their trial sequences must be identical.
+NAS-Bench-201 cell reaches), (2) evaluates up to ``FEW`` boxes/points one by one in generated
+Python code and (3) enumerates a box point by point only up to ``ENUM_WORK`` points x nodes. (2) is
+measured here as a ratio within one run: the same seeded searches with the default and with
+``FEW = 0`` (numpy for every batch); their trial sequences must be identical. (1) and (3) are fixed
+when a problem compiles and show in the absolute times.
 
 Problems: ``nb201-latency``, the NAS-Bench-201 problem of ``benchmarks.nasbench201``'s latency-5
 scenario (1080 Ti, batch 256, dnnsat's latency model calibrated on 20 architectures, memory limited
