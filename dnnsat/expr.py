@@ -847,8 +847,11 @@ def _interval_rules(python: bool) -> dict[str, Callable[..., tuple[Any, Any]]]:
     }
 
 
-_ONE_LINE = {"add": 2, "sub": 2, "neg": 1, "min": 2, "max": 2, "lt": 2, "le": 2, "and": 2, "or": 2, "not": 1}
-_ONE_LINE["where"] = 3
+_ONE_LINE = {  # op -> arity, for the ops whose bounds are one line of source (see _interval_text)
+    **dict.fromkeys(("add", "sub", "min", "max", "lt", "le", "and", "or"), 2),
+    **dict.fromkeys(("neg", "not"), 1),
+    "where": 3,
+}
 
 
 def _interval_text(op: str, a: Sequence[tuple[str, str]], python: bool) -> tuple[str, str]:
