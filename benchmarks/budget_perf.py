@@ -155,6 +155,7 @@ def report(rows: list[dict[str, Any]], trials: int, n_repair: int) -> str:
         ],
     )
     return (
+        "## Deciding memory and latency budgets per trial\n\n"
         f"Command: `python -m benchmarks.budget_perf` ({machine()}; shared machine).\n\n"
         f"Each cell: default (up to {_engine.FEW} boxes/points in generated Python code) / numpy for "
         "every batch (`FEW = 0`), and the ratio, measured in the same run; the trial sequences and "
