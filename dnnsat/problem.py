@@ -7,6 +7,9 @@ import hashlib
 import itertools
 import logging
 import math
+import pickle
+import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +48,10 @@ logger = logging.getLogger("dnnsat.problem")
 
 BATCH_ROWS = 4096  # rows per vectorized chunk in check_batch
 ENUMERATE_FREE = 16_384  # feasible_values enumerates every completion when there are at most this many
+FLOAT_TOL = (
+    1e-9  # feasible_intervals: relative width (of the parameter's range, in its scale) of undecided ends
+)
+FLOAT_STEPS = 4000  # feasible_intervals: at most this many sub-intervals are examined per query
 
 
 class InfeasibleSpaceError(RuntimeError):
@@ -69,6 +76,7 @@ class Constraint:
     sense: str | None = None  # "<=", "<", ">=", ">", "==" or None
     limit: float | None = None
     predicate: Callable[[dict[str, Any]], bool] | None = None
+    uses: tuple[str, ...] | None = None  # parameters a predicate reads (None: possibly all of them)
 
     @property
     def opaque(self) -> bool:
@@ -153,6 +161,8 @@ class _Compiled:
     tables: dict[str, dict[Any, Any]] | None = None
     defaults: dict[str, Any] = field(default_factory=dict)
     needed: set[str] = field(default_factory=set)
+    #: engines that also search parameters no constraint reads (objectives of maximize/minimize)
+    extra_engines: dict[frozenset[str], Engine] = field(default_factory=dict)
 
 
 def _split_comparison(expr: Expr) -> tuple[Expr | None, str | None, float | None]:
@@ -189,30 +199,72 @@ class Problem:
         self.constraints: list[Constraint] = []
         self.cost_exprs: dict[str, Expr] = {}
         self._compiled: _Compiled | None = None
+        self._lock = threading.RLock()
         self.network: Any = None
         if model is not None or budget is not None:
             from .cost import attach
 
             attach(self, model, budget)
 
+    # -- pickling -----------------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        for c in self.constraints:
+            if c.predicate is not None:
+                try:
+                    pickle.dumps(c.predicate)
+                except Exception as err:
+                    raise TypeError(
+                        f"constraint {c.name!r} is a Python predicate that cannot be pickled ({err}); define "
+                        "it as a module-level function (not a lambda or a local one) to pickle the Problem"
+                    ) from None
+        state = dict(self.__dict__)
+        state["_compiled"] = None  # generated code and solver state are rebuilt on first use
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
     # -- building ---------------------------------------------------------------------------------
-    def require(self, constraint: Any, name: str | None = None) -> Problem:
+    def require(
+        self, constraint: Any, name: str | None = None, *, uses: Iterable[str] | None = None
+    ) -> Problem:
         """Add a constraint: a boolean expression (``2 * v.b * v.w <= 1e9``) or a predicate ``f(config)``.
 
+        A predicate is evaluated on real configurations over every parameter it may read: all of them,
+        unless ``uses`` names the ones it reads (smaller searches; reading another one is an error).
         Returns the problem, so calls chain. Names must be unique (default ``c0``, ``c1``, ...).
         """
         name = name or f"c{len(self.constraints)}"
         if any(c.name == name for c in self.constraints):
             raise ValueError(f"a constraint named {name!r} exists already; pass another name=")
         if callable(constraint) and not isinstance(constraint, Expr):
+            declared = (
+                None if uses is None else tuple(dict.fromkeys([uses] if isinstance(uses, str) else uses))
+            )
+            unknown = sorted(set(declared or ()) - set(self.space))
+            if unknown:
+                raise SpaceError(
+                    f"constraint {name!r}: uses={unknown} are not parameters of the space {list(self.space)}"
+                )
+            continuous = sorted(n for n in declared or () if not self.space[n].is_finite)
+            if continuous:
+                raise SpaceError(
+                    f"constraint {name!r}: a Python predicate cannot read the continuous parameter(s) "
+                    f"{continuous} in searches; give them a step (Float(..., step=...)) or write the "
+                    "constraint as an expression over space.vars"
+                )
             warnings.warn(
                 f"constraint {name!r} is a Python predicate: dnnsat checks it per configuration but cannot "
                 "use it to prune ranges; write it as an expression over space.vars for full speed",
                 OpaqueConstraintWarning,
                 stacklevel=2,
             )
-            self.constraints.append(Constraint(name, None, predicate=constraint))
+            self.constraints.append(Constraint(name, None, predicate=constraint, uses=declared))
         else:
+            if uses is not None:
+                raise TypeError(f"constraint {name!r}: uses= is only for Python predicates")
             if isinstance(constraint, bool | np.bool_):
                 constraint = as_expr(bool(constraint))
             if not isinstance(constraint, Expr) or constraint.sort != "bool":
@@ -220,10 +272,10 @@ class Problem:
                     f"constraint {name!r} must be a boolean expression such as `v.width * v.depth <= 4096` "
                     f"or a predicate function, got {constraint!r}"
                 )
-            unknown = constraint.variables() - set(self.space)
-            if unknown:
+            outside = constraint.variables() - set(self.space)
+            if outside:
                 raise SpaceError(
-                    f"constraint {name!r} uses {sorted(unknown)}, which are not parameters of the space"
+                    f"constraint {name!r} uses {sorted(outside)}, which are not parameters of the space"
                 )
             lhs, sense, limit = _split_comparison(constraint)
             if limit is not None and not math.isfinite(limit):
@@ -252,18 +304,38 @@ class Problem:
 
     # -- compilation --------------------------------------------------------------------------------
     def _c(self) -> _Compiled:
-        if self._compiled is None:
-            self._compiled = self._compile()
-        return self._compiled
+        compiled = self._compiled
+        if compiled is None:
+            with self._lock:  # one compilation, also when threads ask at once
+                if self._compiled is None:
+                    self._compiled = self._compile()
+                compiled = self._compiled
+        return compiled
 
-    def _compile(self) -> _Compiled:
-        symbolic = [c for c in self.constraints if c.expr is not None]
-        exprs = [c.expr for c in symbolic if c.expr is not None]
+    def _opaque_reads(self) -> set[str]:
+        """Parameters the Python predicates may read: their ``uses``, else every finite parameter."""
+        out: set[str] = set()
+        for c in self.constraints:
+            if c.predicate is not None:
+                out |= (
+                    set(c.uses) if c.uses is not None else {n for n in self.space if self.space[n].is_finite}
+                )
+        return out
+
+    def _engine(self, extra: Iterable[str] = ()) -> Engine:
+        """An engine over the constrained parameters (plus ``extra`` ones)."""
+        exprs = [c.expr for c in self.constraints if c.expr is not None]
         relevant = set().union(*(e.variables() for e in exprs)) if exprs else set()
-        domain = Domain(self.space, relevant)
+        domain = Domain(self.space, relevant | self._opaque_reads() | set(extra))
         opaque = [c for c in self.constraints if c.predicate is not None]
         predicate = self._point_predicate(domain, opaque) if opaque else None
-        engine = Engine(domain, exprs, predicate, z3_timeout_ms=self.z3_timeout_ms)
+        label = "the Python predicate(s) " + ", ".join(repr(c.name) for c in opaque)
+        return Engine(domain, exprs, predicate, z3_timeout_ms=self.z3_timeout_ms, opaque_label=label)
+
+    def _compile(self) -> _Compiled:
+        exprs = [c.expr for c in self.constraints if c.expr is not None]
+        engine = self._engine()
+        domain = engine.domain
         lhs_exprs: list[Expr] = []
         lhs_slots: list[int | None] = []
         for c in self.constraints:
@@ -295,18 +367,18 @@ class Problem:
     def _point_predicate(
         self, domain: Domain, opaque: list[Constraint]
     ) -> Callable[[np.ndarray], np.ndarray]:
+        space = self.space
+
         def test(points: np.ndarray) -> np.ndarray:
             out = np.ones(len(points), dtype=bool)
             for i, p in enumerate(points):
                 config = domain.decode_point(p)
-                config.update(self._free_defaults(domain))
-                out[i] = all(bool(c.predicate(config)) for c in opaque if c.predicate is not None)
+                out[i] = all(
+                    bool(c.predicate(_PredicateView(config, c, space))) for c in opaque if c.predicate
+                )
             return out
 
         return test
-
-    def _free_defaults(self, domain: Domain) -> dict[str, Any]:
-        return {n: self.space[n].values()[0] for n in domain.free}
 
     # -- single configurations ------------------------------------------------------------------------
     def _env(self, config: Mapping[str, Any], partial: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -412,11 +484,13 @@ class Problem:
             out[c.name] = min(v, 0.0) if ok else max(v, 1e-12)
         return out
 
-    def check_batch(self, columns: Mapping[str, Any]) -> np.ndarray:
+    def check_batch(self, columns: Mapping[str, Any], validate: bool = True) -> np.ndarray:
         """Feasibility of many configurations given as columns ``{name: array of values}``.
 
         Values are user values (strings for categorical labels are mapped to their indices).
-        Opaque predicates are evaluated row by row.
+        Opaque predicates are evaluated row by row. ``validate`` checks that every value lies in its
+        parameter's domain (on the step grid, inside the bounds) and raises ``SpaceError`` naming the
+        first one that does not; ``validate=False`` skips that (faster, for values known to be valid).
         """
         comp = self._c()
         env: dict[str, Any] = {}
@@ -439,6 +513,8 @@ class Problem:
                     raise SpaceError(
                         f"parameter {name!r}: {err.args[0]!r} is not a choice of {list(p.labels)}"
                     ) from None
+            elif validate:
+                _check_column(name, p, arr)
             env[name] = arr
         if n is None:
             raise ValueError("check_batch needs at least one column")
@@ -466,11 +542,12 @@ class Problem:
         return ok
 
     # -- searching ----------------------------------------------------------------------------------
-    def _fixed_box(self, given: Mapping[str, Any] | None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    def _fixed_box(
+        self, given: Mapping[str, Any] | None, dom: Domain | None = None
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """Boxes fixing the ``given`` values; a given conditional parameter must be active, so its
         unfixed parents are restricted to activating values (one box per combination)."""
-        comp = self._c()
-        dom = comp.domain
+        dom = dom or self._c().domain
         cfg = self.space.validate(dict(given or {}), partial=True)
         fixed = dom.encode_config(cfg)
         allowed: dict[str, set[int]] = {}
@@ -497,31 +574,57 @@ class Problem:
                 lo[:, d] = hi[:, d] = [c[j] for c in combos]
         return lo, hi, cfg
 
-    def _exists_any(self, lo: np.ndarray, hi: np.ndarray) -> bool:
-        return bool(len(lo)) and bool((self._c().engine.exists(lo, hi)[0] != 0).any())
+    def _exists_any(self, lo: np.ndarray, hi: np.ndarray, engine: Engine | None = None) -> bool:
+        engine = engine or self._c().engine
+        return bool(len(lo)) and bool((engine.exists(lo, hi)[0] != 0).any())
+
+    def _view(self, cfg: Mapping[str, Any], engine: Engine | None = None) -> Engine:
+        """The engine with the continuous search variables that ``cfg`` sets (and activates) pinned."""
+        engine = engine or self._c().engine
+        pins = {}
+        for n in engine.domain.continuous:
+            if n in cfg and self.space.is_active(n, cfg):
+                v = float(self.space[n].encode(cfg[n]))
+                pins[n] = (v, v)
+        return engine.restricted(pins)
+
+    def is_extendable(self, partial: Mapping[str, Any]) -> bool:
+        """Whether ``partial`` (some parameters set) extends to a feasible configuration.
+
+        Exact for finite parameters; values of continuous ``Float`` parameters are honoured. A complete
+        configuration gets the exact :meth:`check` (Python predicates included).
+        """
+        cfg = self.space.validate(partial, partial=True)
+        if all(n in cfg or not self.space.is_active(n, cfg) for n in self.space):
+            return self.check(cfg).feasible
+        lo, hi, cfg = self._fixed_box(cfg)
+        return self._exists_any(lo, hi, self._view(cfg))
 
     def feasible_values(self, name: str, given: Mapping[str, Any] | None = None) -> list[Any]:
         """Values of ``name`` that extend ``given`` to at least one feasible configuration.
 
-        Sound and complete for finite parameters (forward checking); a continuous Float returns its
-        ``[low, high]`` when some value works. Values come in the parameter's own order.
+        Sound and complete for finite parameters (forward checking); values of continuous parameters in
+        ``given`` are honoured. A continuous ``Float`` returns ``[low, high]``, the hull of
+        :meth:`feasible_intervals`, or ``[]``. Values come in the parameter's own order.
         """
         p = self.space[name]
         comp = self._c()
         given = {k: v for k, v in (given or {}).items() if k != name}
+        if not p.is_finite:
+            spans = self.feasible_intervals(name, given)
+            return [spans[0][0], spans[-1][1]] if spans else []
         lo, hi, cfg = self._fixed_box(given)
+        engine = self._view(cfg)
         d = comp.domain.index.get(name)
         if d is None:
             # not constrained: every value works if anything does
-            if not self._exists_any(lo, hi):
-                return []
-            return list(p.values()) if p.is_finite else [p.bounds()[0], p.bounds()[1]]
+            return list(p.values()) if self._exists_any(lo, hi, engine) else []
         vals = comp.domain.values[d]
-        if not comp.domain.continuous and 0 < comp.domain.volume(lo, hi).sum() <= ENUMERATE_FREE:
+        if not engine.domain.unpinned and 0 < comp.domain.volume(lo, hi).sum() <= ENUMERATE_FREE:
             # few completions left: test them all in one vectorized call
             pts, _ = comp.domain.points(lo, hi)
             pts = comp.domain.canonical(pts)
-            ok_idx = np.unique(pts[comp.engine.feasible_points(pts), d])
+            ok_idx = np.unique(pts[engine.feasible_points(pts), d])
             ok = {vals[j].item() for j in ok_idx}
             return [v for v in p.values() if p.encode(v) in ok]
         n, m = int(comp.domain.sizes[d]), len(lo)
@@ -531,10 +634,123 @@ class Problem:
         los[:, d] = his[:, d] = values_idx
         # a box that pinned `name` to an activating value only admits that value
         conflict = pinned & (lo[np.tile(np.arange(m), n), d] != values_idx) if m else pinned
-        status, _ = comp.engine.exists(los, his)
+        status, _ = engine.exists(los, his)
         status = np.where(conflict, 0, status)
         ok = {vals[j].item() for j in set(values_idx[status != 0].tolist())}
         return [v for v in p.values() if p.encode(v) in ok]
+
+    def feasible_intervals(
+        self, name: str, given: Mapping[str, Any] | None = None
+    ) -> list[tuple[float, float]]:
+        """The values of a continuous ``Float`` that extend ``given``, as ascending disjoint closed intervals.
+
+        An inner approximation found by bisection in the parameter's own scale (log for ``log=True``):
+        every value inside is proved feasible (interval bounds over the sub-interval at a concrete
+        feasible completion of the other parameters), and each end lies within ``FLOAT_TOL`` of the
+        range of the exact boundary (sub-intervals the bounds cannot settle at that width are left out,
+        as are the undecided rest after ``FLOAT_STEPS`` sub-intervals).
+        """
+        p = self.space[name]
+        if p.is_finite:
+            raise TypeError(f"parameter {name!r} is finite: use feasible_values({name!r}, given)")
+        comp = self._c()
+        given = {k: v for k, v in (given or {}).items() if k != name}
+        lo, hi, cfg = self._fixed_box(given)
+        low, high = (float(b) for b in p.bounds())
+        base = self._view(cfg)
+        if name not in comp.domain.continuous:  # unconstrained: all or nothing
+            return [(low, high)] if self._exists_any(lo, hi, base) else []
+        if not len(lo):
+            return []
+        to_t, from_t = (math.log, math.exp) if getattr(p, "log", False) else (float, float)
+        t_lo, t_hi = to_t(low), to_t(high)
+        tol = FLOAT_TOL * (t_hi - t_lo)
+
+        def x(t: float) -> float:
+            return low if t == t_lo else high if t == t_hi else min(max(from_t(t), low), high)
+
+        witnesses: list[np.ndarray] = []
+        spans: list[tuple[float, float]] = []
+        stack = [(t_lo, t_hi)]
+        for _ in range(FLOAT_STEPS):
+            if not stack:
+                break
+            a, b = stack.pop()
+            engine = base.restricted({name: (x(a), x(b))})
+            nb = engine.domain.normalize(lo, hi)
+            if not engine.bounds(nb.lo, nb.hi, None)[1].any():
+                continue  # proved infeasible on the whole sub-interval
+            if not any(_holds_on(engine, w) for w in witnesses[-8:]):
+                mid = x((a + b) / 2)
+                status, found = base.restricted({name: (mid, mid)}).exists(lo, hi)
+                hit = np.flatnonzero(status == 1)
+                if len(hit):
+                    witnesses.append(found[hit[0]])
+                if not (len(hit) and _holds_on(engine, found[hit[0]])):
+                    if b - a > tol:
+                        stack += [((a + b) / 2, b), (a, (a + b) / 2)]
+                    continue
+            if spans and spans[-1][1] >= x(a):
+                spans[-1] = (spans[-1][0], x(b))
+            else:
+                spans.append((x(a), x(b)))
+        return spans
+
+    def nearest_feasible_value(
+        self, name: str, value: Any, given: Mapping[str, Any] | None = None, *, rng: Any = None
+    ) -> Any:
+        """``value`` when ``given`` plus ``name=value`` extends to a feasible configuration, else the
+        nearest value of ``name`` that does; None when none does.
+
+        Nearest: by distance in the parameter's own scale (log for ``log=True``) for numbers, by rank
+        for numeric categoricals, a choice drawn with ``rng`` (numpy ``Generator`` or ``RandomState``;
+        default seeded 0) among unordered choices. Continuous ``Float`` values are exact: the returned
+        value is re-checked.
+        """
+        from .space import Categorical
+
+        p = self.space[name]
+        given = {k: v for k, v in (given or {}).items() if k != name}
+        if p.is_finite:
+            try:
+                value = p.decode(p.encode(value))
+            except (SpaceError, ValueError, TypeError, KeyError):
+                pass  # outside the domain: replaced by a feasible value below
+            else:
+                if self.is_extendable({**given, name: value}):
+                    return value
+            allowed = self.feasible_values(name, given)
+            if not allowed:
+                return None
+            if isinstance(p, Categorical) and not p.numeric:
+                rng = rng if rng is not None else np.random.default_rng(0)
+                pick = rng.integers(len(allowed)) if hasattr(rng, "integers") else rng.randint(len(allowed))
+                return allowed[int(pick)]
+            if isinstance(p, Categorical) or not isinstance(value, int | float) or isinstance(value, bool):
+                ranks = list(p.values())
+                where = _rank(ranks, value)
+                return min(allowed, key=lambda v: (abs(ranks.index(v) - where), ranks.index(v)))
+            scale = _scale(p)
+            return min(allowed, key=lambda v: (abs(scale(v) - scale(value)), v))
+        low, high = (float(b) for b in p.bounds())
+        v = (
+            min(max(float(value), low), high)
+            if isinstance(value, int | float) and math.isfinite(value)
+            else low
+        )
+        if v == value and self.is_extendable({**given, name: v}):
+            return v
+        spans = self.feasible_intervals(name, given)
+        if not spans:
+            return None
+        scale = _scale(p)
+        best = min((min(max(v, a), b) for a, b in spans), key=lambda c: abs(scale(c) - scale(v)))
+        a, b = next((a, b) for a, b in spans if a <= best <= b)
+        for _ in range(60):  # the end of a proved interval is feasible; guard against rounding anyway
+            if self.is_extendable({**given, name: best}):
+                return best
+            best = best + ((a + b) / 2 - best) / 2
+        return None
 
     def prune(self) -> Space:
         """A reduced space: every value that occurs in some feasible configuration, nothing else.
@@ -550,7 +766,7 @@ class Problem:
         if dom.ndim == 0:
             if self.is_empty():
                 self._raise_empty()
-            return self.space
+            return self._narrow_floats(self.space)
         roots_lo: list[np.ndarray] = []
         roots_hi: list[np.ndarray] = []
         owner: list[tuple[int, int]] = []
@@ -595,7 +811,19 @@ class Problem:
             else:
                 order = [c for c in (p.choices if isinstance(p, Categorical) else users) if c in users]
                 params[name] = Categorical(order, condition=cond)
-        return Space({n: params[n] for n in self.space if n in params})
+        return self._narrow_floats(Space({n: params[n] for n in self.space if n in params}))
+
+    def _narrow_floats(self, space: Space) -> Space:
+        """``space`` with each constrained continuous Float narrowed to the hull of its feasible values."""
+        from .space import Float
+
+        params = {n: space[n] for n in space}
+        for name in self._c().domain.continuous:
+            p = params.get(name)
+            spans = self.feasible_intervals(name) if p is not None else []
+            if spans and isinstance(p, Float) and (spans[0][0], spans[-1][1]) != p.bounds():
+                params[name] = Float(spans[0][0], spans[-1][1], log=p.log, condition=p.condition)
+        return Space(params)
 
     def _raise_empty(self) -> None:
         core = self.unsat_core()
@@ -626,18 +854,47 @@ class Problem:
                 mask[i] = True
         return [c.name for c, m in zip(symbolic, mask) if m]
 
-    def count(self, progress: bool | None = None) -> int:
+    def count(self, progress: bool | None = None, max_seconds: float | None = None) -> int:
         """Exact number of feasible configurations of the finite parameters.
 
         Inactive conditional parameters count once; unconstrained finite parameters multiply the
-        count. A progress bar is shown on a terminal when counting takes more than a second.
+        count. A progress bar is shown on a terminal when counting takes more than a second. With
+        ``max_seconds``, raises ``TimeoutError`` once counting has taken longer (then use
+        :meth:`estimate_count`).
         """
         comp = self._c()
         total = 0
+        deadline = None if max_seconds is None else time.perf_counter() + max_seconds
         with _progress("counting", progress) as report:
-            for piece in comp.engine.decompose(progress=report):
+
+            def tick(fraction: float) -> None:
+                if deadline is not None and time.perf_counter() > deadline and fraction < 1.0:
+                    raise TimeoutError(
+                        f"exact counting stopped after {max_seconds:g} s at {fraction:.0%} of the space; "
+                        "use estimate_count() (CLI: --estimate) or allow more time"
+                    )
+                report(fraction)
+
+            for piece in comp.engine.decompose(progress=tick):
                 total += int(comp.domain.volume(piece.full_lo, piece.full_hi).sum()) + len(piece.points)
+                tick(0.0)
         return total * comp.domain.free_size
+
+    def always_feasible(self) -> bool:
+        """True when every configuration of the space is feasible: no constraint can ever bind.
+
+        Proved by interval bounds over the whole space, else (finite problems) by an exact count.
+        """
+        comp = self._c()
+        engine = comp.engine
+        if engine.opaque is None and not engine._open:
+            return True
+        if engine.domain.unpinned:
+            return False
+        try:
+            return self.count(progress=False, max_seconds=2.0) == self.space.size()
+        except TimeoutError:
+            return False
 
     def estimate_count(
         self, samples: int = 20_000, seed: int | None = 0, max_boxes: int = 50_000
@@ -688,7 +945,17 @@ class Problem:
         return comp.domain.random_points(lo[which], hi[which], rng), which
 
     def enumerate(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
-        """Feasible configurations in a deterministic order (unconstrained finite parameters vary last)."""
+        """Feasible configurations in a deterministic order (unconstrained finite parameters vary last).
+
+        ``limit`` caps how many are produced (``None``: all of them).
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be None or an integer >= 0, got {limit!r}")
+        return self._enumerate(limit)
+
+    def _enumerate(self, limit: int | None) -> Iterator[dict[str, Any]]:
+        if limit == 0:
+            return
         comp = self._c()
         free = comp.domain.free
         free_values = [self.space[n].values() for n in free]
@@ -773,33 +1040,79 @@ class Problem:
     def repair(self, config: Mapping[str, Any], fixed: Iterable[str] = ()) -> dict[str, Any] | None:
         """A feasible config changing as few parameters as possible, then as little as possible.
 
-        Distance: number of changed search parameters first, then the sum over changed parameters
-        of the index distance divided by the domain length. ``fixed`` names keep their value.
-        Returns the config unchanged when it is feasible and None when no repair exists.
+        Distance: number of changed parameters first, then the sum over changed parameters of the
+        distance over the domain's length (value index for finite parameters, the parameter's own scale
+        for continuous ``Float``). ``fixed`` names keep their value. Returns the config unchanged when it
+        is feasible and None when no repair exists. With constrained Floats the candidates are: the
+        Floats kept and the finite part repaired, or one Float moved to its nearest feasible value; when
+        neither exists, each parameter in turn takes its nearest value that still extends the others.
         """
         cfg = self.space.validate(config, partial=True)
-        comp = self._c()
-        dom = comp.domain
-        if dom.continuous:
-            raise ValueError(
-                f"repair needs every constrained parameter to be finite; {sorted(dom.continuous)} are "
-                "continuous Floats used in constraints: give them a step"
-            )
         fixed = set(fixed)
         unknown = fixed - set(self.space)
         if unknown:
             raise SpaceError(f"repair: fixed names {sorted(unknown)} are not parameters of the space")
+        if all(n in cfg or not self.space.is_active(n, cfg) for n in self.space) and self.check(cfg).feasible:
+            return self._ordered(cfg)
+        comp = self._c()
+        floats = [n for n in comp.domain.continuous if n in cfg and self.space.is_active(n, cfg)]
+        candidates = []
+        engine = self._view(cfg)
+        if not engine.domain.unpinned:
+            finite = self._repair_finite(cfg, fixed, engine)
+            if finite is not None:
+                candidates.append(finite)
+        for name in floats:
+            if name not in fixed:
+                others = {k: v for k, v in cfg.items() if k != name}
+                value = self.nearest_feasible_value(name, cfg[name], others)
+                if value is not None and self.is_extendable({**others, name: value}):
+                    candidates.append(self._ordered({**cfg, name: value}))
+        if candidates or not comp.domain.continuous:
+            return min(candidates, key=lambda c: self._change(cfg, c)) if candidates else None
+        out = {k: cfg[k] for k in fixed if k in cfg}
+        for name in self.space.conditional_order:
+            if name in out or name not in cfg or not self.space.is_active(name, {**cfg, **out}):
+                continue
+            value = self.nearest_feasible_value(name, cfg[name], out)
+            if value is None:
+                return None
+            out[name] = value
+        return self._ordered(out) if self.is_extendable(out) else None
+
+    def _change(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[int, float]:
+        """(changed parameters, summed distance over domain length) between two configurations."""
+        changed, dist = 0, 0.0
+        for name in set(old) | set(new):
+            a, b = old.get(name, _MISSING), new.get(name, _MISSING)
+            if a is _MISSING or b is _MISSING:
+                changed, dist = changed + 1, dist + 1.0
+                continue
+            p = self.space[name]
+            if p.encode(a) == p.encode(b):
+                continue
+            changed += 1
+            if p.is_finite:
+                enc = list(p.encoded())
+                dist += abs(enc.index(p.encode(a)) - enc.index(p.encode(b))) / max(len(enc) - 1, 1)
+            else:
+                scale = _scale(p)
+                low, high = p.bounds()
+                dist += abs(scale(a) - scale(b)) / max(scale(high) - scale(low), 1e-300)
+        return changed, dist
+
+    def _repair_finite(self, cfg: dict[str, Any], fixed: set[str], engine: Engine) -> dict[str, Any] | None:
+        """The finite part repaired (continuous values pinned in ``engine``), or None when impossible."""
+        dom = engine.domain
         enc = dom.encode_config({k: v for k, v in cfg.items() if self.space.is_active(k, cfg)})
         origin = dom.canonical(np.array([[enc.get(n, 0) for n in dom.names]], dtype=np.int64))[0]
         weight = np.array([1.0 if n in enc else 0.0 for n in dom.names])
-        if all(n in cfg or not self.space.is_active(n, cfg) for n in self.space) and self.check(cfg).feasible:
-            return self._ordered(cfg)
         lo, hi = dom.root()
         for name in fixed & set(enc):
             d = dom.index[name]
             lo[0, d] = hi[0, d] = origin[d]
         given = [d for d, n in enumerate(dom.names) if n in enc and n not in fixed]
-        best = self._repair_search(comp, lo, hi, origin, weight, given)
+        best = self._repair_search(engine, lo, hi, origin, weight, given)
         if best is None:
             return None
         out = {k: v for k, v in cfg.items() if k not in dom.index}
@@ -810,7 +1123,7 @@ class Problem:
 
     @staticmethod
     def _repair_search(
-        comp: _Compiled,
+        engine: Engine,
         lo: np.ndarray,
         hi: np.ndarray,
         origin: np.ndarray,
@@ -818,7 +1131,7 @@ class Problem:
         given: list[int],
     ) -> np.ndarray | None:
         """Fewest changed dims first (all k-subsets as one batch of boxes), then the nearest point."""
-        dom, engine = comp.domain, comp.engine
+        dom = engine.domain
         bound, value = index_distance(dom, origin, weight)
         for k in range(len(given) + 1):
             if math.comb(len(given), k) > 20_000:
@@ -926,18 +1239,25 @@ class Problem:
         if expr.sort == "bool":
             raise TypeError("the objective must be numeric, not a condition")
         comp = self._c()
-        dom = comp.domain
-        outside = expr.variables() - set(dom.names)
-        if outside:
+        engine = comp.engine
+        outside = expr.variables() - set(engine.domain.names)
+        continuous = sorted(n for n in outside if not self.space[n].is_finite)
+        if continuous:
             raise ValueError(
-                f"the objective uses {sorted(outside)}, which no constraint uses; optimise over constrained "
-                "parameters, or add the parameter to a constraint"
+                f"the objective uses the continuous parameter(s) {continuous}: optimisation ranges over "
+                "finite values; give them a step (Float(..., step=...))"
             )
-        lo, hi, cfg = self._fixed_box(given)
-        box = comp.engine._box
+        if outside:  # parameters no constraint reads: search over them too
+            with self._lock:
+                engine = comp.extra_engines.get(frozenset(outside)) or self._engine(outside)
+                comp.extra_engines[frozenset(outside)] = engine
+        dom = engine.domain
+        lo, hi, cfg = self._fixed_box(given, dom)
+        box = engine._box
+        engine = self._view(cfg, engine)
         f_int = compile_interval([expr], box=box)
         f_vec = compile_vectorized([expr], box=box)
-        bounds = interval_bound(comp.engine, f_int)
+        bounds = interval_bound(engine, f_int)
 
         def lower(blo: np.ndarray, bhi: np.ndarray) -> np.ndarray:
             a, b = bounds(blo, bhi)
@@ -948,7 +1268,7 @@ class Problem:
             (v,) = f_vec(cols)
             return sign * np.broadcast_to(np.asarray(v, dtype=np.float64), (len(points),))
 
-        best, val, proven = comp.engine.minimize(lo, hi, lower, value)
+        best, val, proven = engine.minimize(lo, hi, lower, value)
         if best is None:
             return None
         config = dom.decode_point(best)
@@ -961,6 +1281,44 @@ class Problem:
 # ------------------------------------------------------------------------------------------------
 
 
+class _PredicateView(dict):  # type: ignore[type-arg]
+    """A configuration as a predicate sees it during a search.
+
+    Reading a parameter that the search does not fix is an error, never a made-up value: one outside
+    the predicate's ``uses``, or a continuous ``Float`` (searches range over finite values only).
+    """
+
+    def __init__(self, config: dict[str, Any], constraint: Constraint, space: Space) -> None:
+        super().__init__(config)
+        self._constraint = constraint
+        self._space = space
+
+    def __missing__(self, key: str) -> Any:
+        self._refuse(key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self:
+            return self[key]
+        self._refuse(key)
+        return default
+
+    def _refuse(self, key: str) -> None:
+        space, c = self._space, self._constraint
+        if key not in space:
+            return
+        if c.uses is not None and key not in c.uses:
+            raise SpaceError(
+                f"predicate {c.name!r} reads {key!r}, which is not in its uses={list(c.uses)}: add it there"
+            )
+        if not space[key].is_finite and space.is_active(key, self):
+            raise SpaceError(
+                f"predicate {c.name!r} reads the continuous parameter {key!r}, which dnnsat cannot search "
+                f"exactly: give it a step (Float(..., step=...)) or write the constraint as an expression "
+                "over space.vars"
+            )
+
+
 def _piece_points(domain: Domain, piece: Any) -> Iterator[np.ndarray]:
     if len(piece.full_lo):
         for i in range(len(piece.full_lo)):
@@ -968,6 +1326,58 @@ def _piece_points(domain: Domain, piece: Any) -> Iterator[np.ndarray]:
             yield pts
     if len(piece.points):
         yield piece.points
+
+
+_MISSING = object()
+
+
+def _check_column(name: str, p: Any, arr: np.ndarray) -> None:
+    """Raise ``SpaceError`` at the first value of a numeric column outside the parameter's domain."""
+    try:
+        x = np.asarray(arr, dtype=np.float64)
+    except (TypeError, ValueError):
+        bad = np.ones(len(arr), dtype=bool)
+    else:
+        if p.is_finite:
+            enc = np.asarray(p.encoded(), dtype=np.float64)
+            pos = np.clip(np.searchsorted(enc, x), 0, len(enc) - 1)
+            near = np.minimum(np.abs(enc[pos] - x), np.abs(enc[np.maximum(pos - 1, 0)] - x))
+            bad = ~(near <= 1e-9 * np.maximum(1.0, np.abs(x)))
+        else:
+            low, high = p.bounds()
+            bad = ~((x >= low) & (x <= high))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise SpaceError(
+            f"check_batch: column {name!r} row {i} holds {_py(arr[i])!r}, which is not a value of {name!r} "
+            f"({p!r}); pass valid values, or validate=False to skip this check"
+        )
+
+
+def _holds_on(engine: Engine, point: np.ndarray) -> bool:
+    """Whether every constraint surely holds at the finite ``point`` over the engine's continuous ranges."""
+    box = point[None, :]
+    nb = engine.domain.normalize(box, box)
+    if not engine.bounds(nb.lo, nb.hi, None)[0][0]:
+        return False
+    return engine.opaque is None or bool(engine.opaque(box)[0])
+
+
+def _scale(p: Any) -> Callable[[Any], float]:
+    """The parameter's own scale for distances: log for ``log=True``, else linear."""
+    if getattr(p, "log", False):
+        return lambda v: math.log(float(v))
+    return float
+
+
+def _rank(ordered: list[Any], value: Any) -> float:
+    """Position of ``value`` among the ordered values (between two when it is not one of them)."""
+    if value in ordered:
+        return float(ordered.index(value))
+    try:
+        return float(np.searchsorted(np.asarray(ordered, dtype=float), float(value))) - 0.5
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _draw_float(p: Any, rng: np.random.Generator) -> float:

@@ -10,6 +10,7 @@ collapses such dimensions and flags boxes whose activity is not yet decided by t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +74,20 @@ class Domain:
     @property
     def ndim(self) -> int:
         return len(self.names)
+
+    @property
+    def unpinned(self) -> list[str]:
+        """Continuous variables whose range is not a single value (they need Z3 rather than points)."""
+        return [n for n, (a, b) in self.continuous.items() if a != b]
+
+    def with_continuous(self, bounds: Mapping[str, tuple[float, float]]) -> Domain:
+        """The same domain with some continuous variables restricted to ``bounds`` (``(v, v)`` pins one)."""
+        unknown = set(bounds) - set(self.continuous)
+        if unknown:
+            raise KeyError(f"not continuous search variables: {sorted(unknown)}")
+        out = copy.copy(self)
+        out.continuous = {**self.continuous, **{n: (float(a), float(b)) for n, (a, b) in bounds.items()}}
+        return out
 
     # -- boxes ------------------------------------------------------------------------------------
     def root(self) -> tuple[np.ndarray, np.ndarray]:

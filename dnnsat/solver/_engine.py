@@ -9,7 +9,9 @@ never removes anything (callers treat it as possibly feasible).
 
 from __future__ import annotations
 
+import copy
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from ..expr import (
 )
 from ._boxes import Domain
 
-__all__ = ["Engine", "Decomposition"]
+__all__ = ["Engine", "Decomposition", "OpaqueLimitError"]
 
 logger = logging.getLogger("dnnsat.solver")
 
@@ -38,6 +40,7 @@ ENUM_WORK = 1 << 20  # ... or fewer, so that points x expression nodes stays und
 BATCH = 2048  # boxes per vectorized step
 POINTS_PER_STEP = 1 << 18
 FEW = 16  # up to this many boxes / points are evaluated one by one in generated Python code, not numpy
+OPAQUE_LIMIT = 1_000_000  # Python predicates are evaluated at most this many times per operation
 
 
 @dataclass
@@ -57,11 +60,17 @@ class Decomposition:
 Predicate = Callable[[np.ndarray], np.ndarray]  # points (n, dims) -> feasible (n,), for opaque checks
 
 
+class OpaqueLimitError(ValueError):
+    """An operation would evaluate Python predicates on more configurations than ``OPAQUE_LIMIT``."""
+
+
 class Engine:
     """Decides constraints over a :class:`Domain`.
 
     ``constraints`` are boolean expressions; ``opaque`` a function testing points that the symbolic
-    part cannot see (Python predicates), or None. ``mask`` arguments select a subset of constraints.
+    part cannot see (Python predicates), or None; ``opaque_label`` names it in errors. ``mask``
+    arguments select a subset of constraints. An engine is safe to share between threads: its Z3
+    backend (Z3 itself is not thread-safe) is used under a lock.
     """
 
     def __init__(
@@ -70,11 +79,15 @@ class Engine:
         constraints: Sequence[Expr],
         opaque: Predicate | None = None,
         z3_timeout_ms: int = 2000,
+        opaque_label: str = "a Python predicate",
     ) -> None:
         self.domain = domain
         self.z3_timeout_ms = z3_timeout_ms
         self.constraints = list(constraints)
         self.opaque = opaque
+        self.opaque_label = opaque_label
+        self._opaque_used = 0
+        self._root_domain = domain  # restricted views keep it: the Z3 backend holds the full bounds
         box = {
             n: (domain.values[d][0].item(), domain.values[d][-1].item()) for d, n in enumerate(domain.names)
         }
@@ -89,8 +102,22 @@ class Engine:
         self._interval = compile_interval(open_exprs, box=box) if open_exprs else None
         self._vector = compile_vectorized(open_exprs, box=box) if open_exprs else None
         self._few: tuple[Callable[..., Any], Callable[..., Any]] | None = None  # compiled on first use
-        self._z3: Any = None
+        # shared with the restricted views of this engine: one Z3 backend, built once under the lock
+        self._shared: dict[str, Any] = {"z3": None, "lock": threading.Lock()}
         self.stats = {"boxes": 0, "points": 0, "z3_calls": 0}
+
+    def restricted(self, bounds: dict[str, tuple[float, float]]) -> Engine:
+        """A view of this engine with continuous variables restricted (``(v, v)`` pins one to ``v``).
+
+        Compiled evaluators and the Z3 backend are shared; with every continuous variable pinned the
+        view decides by bounds and exact point evaluation alone, like a finite problem.
+        """
+        if not bounds:
+            return self
+        view = copy.copy(self)
+        view.domain = self.domain.with_continuous(bounds)
+        view._opaque_used = 0
+        return view
 
     # -- primitives -------------------------------------------------------------------------------
     def bounds(
@@ -117,8 +144,8 @@ class Engine:
         self.stats["points"] += n
         ok = np.ones(n, dtype=bool)
         if self._vector is not None and n:
-            if self.domain.continuous:
-                raise AssertionError("points with continuous variables need Z3")
+            if self.domain.unpinned:
+                raise AssertionError("points with unpinned continuous variables need Z3")
             cols, _ = self.domain.value_columns(idx)
             values = self._vector(cols) if n > FEW else _by_row(self._one_by_one()[1], n, cols)
             for i, v in zip(self._open, values):
@@ -126,6 +153,14 @@ class Engine:
                     ok &= np.broadcast_to(v, (n,))
         if self.opaque is not None and n and ok.any():
             sel = np.flatnonzero(ok)
+            self._opaque_used += len(sel)
+            if self._opaque_used > OPAQUE_LIMIT:
+                raise OpaqueLimitError(
+                    f"{self.opaque_label} would be evaluated on more than {OPAQUE_LIMIT:,} configurations: "
+                    "dnnsat evaluates Python predicates one configuration at a time. Declare the "
+                    "parameters it reads with require(f, uses=[...]), or write it as an expression over "
+                    "space.vars"
+                )
             ok[sel] = self.opaque(idx[sel])
         return ok
 
@@ -163,7 +198,8 @@ class Engine:
         stack: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(lo, hi, np.arange(roots))]
         root_lo, root_hi = lo, hi
         processed = 0
-        needs_z3 = bool(self.domain.continuous)
+        needs_z3 = bool(self.domain.unpinned)
+        self._opaque_used = 0
 
         def settle(points: np.ndarray, owners: np.ndarray) -> None:
             """Feasible ``points`` found in boxes of roots ``owners``: settle those roots, and try the
@@ -285,18 +321,23 @@ class Engine:
             if settled[r]:
                 continue
             self.stats["z3_calls"] += 1
-            res, point = z.exists(lo[i], hi[i], mask, timeout_ms)
+            res, point = z.exists(lo[i], hi[i], mask, timeout_ms, self.domain.continuous)
+            if res is True and self.opaque is not None and not self.opaque(point[None, :])[0]:
+                res = None  # Z3 cannot see Python predicates: a witness they reject decides nothing
             if res is True:
                 status[r], witness[r], settled[r] = 1, point, True
             elif res is None:
                 status[r], settled[r] = -1, True
 
     def z3(self) -> Any:
-        if self._z3 is None:
-            from ._z3 import Z3Backend
+        shared = self._shared
+        with shared["lock"]:
+            if shared["z3"] is None:
+                from ._z3 import Z3_LOCK, Z3Backend
 
-            self._z3 = Z3Backend(self.domain, self.constraints)
-        return self._z3
+                with Z3_LOCK:
+                    shared["z3"] = Z3Backend(self._root_domain, self.constraints)
+            return shared["z3"]
 
     # -- decomposition ------------------------------------------------------------------------------
     def decompose(
@@ -313,6 +354,7 @@ class Engine:
         left undecided. ``progress`` receives the settled share of the volume (0..1).
         """
         self._require_finite("this operation")
+        self._opaque_used = 0
         if lo is None or hi is None:
             lo, hi = self.domain.root()
         total = float(self.domain.volume(lo, hi).sum())
@@ -376,6 +418,7 @@ class Engine:
         found first (depth first, lower halves first), so results are deterministic.
         """
         self._require_finite("optimisation")
+        self._opaque_used = 0
         best: np.ndarray | None = None
         best_val = np.inf
         stack: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(lo, hi, np.zeros(len(lo), dtype=np.int64))]
@@ -429,8 +472,8 @@ class Engine:
         return best, best_val, True
 
     def _require_finite(self, what: str) -> None:
-        if self.domain.continuous:
-            names = ", ".join(sorted(self.domain.continuous))
+        if self.domain.unpinned:
+            names = ", ".join(sorted(self.domain.unpinned))
             raise ValueError(
                 f"{what} needs every constrained parameter to be finite, but {names} is a continuous Float "
                 "used in a constraint: give it a step (Float(low, high, step=...))"

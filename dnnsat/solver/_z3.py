@@ -6,12 +6,14 @@ otherwise), ``"disjunction"`` (``x == v1 or x == v2 ...``) and ``"onehot"`` (one
 exactly one true, ``x`` their weighted sum: pseudo-Boolean). ``benchmarks/solver_perf.py`` compares
 them; the default was the fastest there. Constraints are
 guarded by assumption literals, so any subset can be checked and an unsatisfiable subset (unsat core)
-extracted from one incremental solver.
+extracted from one incremental solver. Z3 is not thread-safe and every backend shares Z3's main
+context, so building a backend and every query hold one process-wide lock (``Z3_LOCK``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,10 @@ import numpy as np
 from ..expr import Expr, to_z3
 from ._boxes import Domain
 
-__all__ = ["Z3Backend"]
+__all__ = ["Z3Backend", "Z3_LOCK"]
+
+#: Held around every use of Z3's (shared, not thread-safe) main context.
+Z3_LOCK = threading.RLock()
 
 
 ENCODINGS = ("range", "disjunction", "onehot")
@@ -44,6 +49,7 @@ class Z3Backend:
         self.terms = [to_z3(c, self.vars, cache) for c in constraints]
         self.guards = [z3.Bool(f"__c{i}") for i in range(len(constraints))]
         self.solver = z3.Solver()
+        self.lock = Z3_LOCK
         for g, t in zip(self.guards, self.terms):
             self.solver.add(z3.Implies(g, t))
         for n, (a, b) in domain.continuous.items():
@@ -80,15 +86,37 @@ class Z3Backend:
         return [g for i, g in enumerate(self.guards) if mask is None or mask[i]]
 
     def exists(
-        self, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray | None, timeout_ms: int
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        mask: np.ndarray | None,
+        timeout_ms: int,
+        continuous: Mapping[str, tuple[float, float]] | None = None,
     ) -> tuple[bool | None, np.ndarray | None]:
-        """Satisfiability of the constraints in one box: (True, witness) / (False, None) / (None, None)."""
+        """Satisfiability of the constraints in one box: (True, witness) / (False, None) / (None, None).
+
+        ``continuous`` restricts continuous variables further than the domain's bounds.
+        """
+        with self.lock:
+            return self._exists(lo, hi, mask, timeout_ms, continuous or {})
+
+    def _exists(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        mask: np.ndarray | None,
+        timeout_ms: int,
+        continuous: Mapping[str, tuple[float, float]],
+    ) -> tuple[bool | None, np.ndarray | None]:
         z3 = self._z3
         self.solver.push()
         try:
             self.solver.set("timeout", int(timeout_ms))
             for d in range(self.domain.ndim):
                 self.solver.add(self._range(d, int(lo[d]), int(hi[d])))
+            for n, (a, b) in continuous.items():
+                if (a, b) != self.domain.continuous.get(n):
+                    self.solver.add(self.vars[n] >= z3.RealVal(a), self.vars[n] <= z3.RealVal(b))
             res = self.solver.check(*self._assumptions(mask))
             if res == z3.sat:
                 return True, self._point(self.solver.model())
@@ -110,6 +138,10 @@ class Z3Backend:
 
     def unsat_core(self, timeout_ms: int = 10_000) -> list[int] | None:
         """Indices of a subset of constraints with no solution over the whole domain (None if sat/unknown)."""
+        with self.lock:
+            return self._unsat_core(timeout_ms)
+
+    def _unsat_core(self, timeout_ms: int) -> list[int] | None:
         z3 = self._z3
         self.solver.push()
         try:
@@ -125,6 +157,10 @@ class Z3Backend:
 
     def feasible_values(self, name: str, fixed: dict[str, int], timeout_ms: int = 60_000) -> list[int]:
         """Z3-only forward checking (for comparisons): indices of ``name`` with a feasible extension."""
+        with self.lock:
+            return self._feasible_values(name, fixed, timeout_ms)
+
+    def _feasible_values(self, name: str, fixed: dict[str, int], timeout_ms: int) -> list[int]:
         z3 = self._z3
         d = self.domain.index[name]
         out = []
