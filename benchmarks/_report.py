@@ -1,7 +1,14 @@
-"""Shared helpers for benchmarks: timing, markdown tables, and updating benchmarks/README.md."""
+"""Shared helpers for benchmarks: timing, markdown tables, and updating benchmarks/README.md.
+
+benchmarks/README.md and benchmarks/plots/ are committed results: only the default full run of a
+benchmark, or an explicit ``--write-readme``, may rewrite them (:func:`add_write_options`,
+:func:`writes_readme`). A run with custom options (``--quick``, fewer seeds, other limits) prints its
+tables and leaves them alone.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import re
@@ -62,3 +69,43 @@ def update_readme(section: str, body: str) -> None:
         pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     )
     README.write_text(text)
+
+
+def add_write_options(ap: argparse.ArgumentParser) -> None:
+    """Add ``--write-readme`` and ``--no-readme`` (alias ``--no-write``), read by :func:`writes_readme`."""
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument(
+        "--write-readme",
+        action="store_true",
+        help="update benchmarks/README.md and the plots even though options differ from the defaults",
+    )
+    group.add_argument(
+        "--no-readme",
+        "--no-write",
+        dest="no_readme",
+        action="store_true",
+        help="never update benchmarks/README.md or the plots",
+    )
+
+
+def writes_readme(ap: argparse.ArgumentParser, args: argparse.Namespace, neutral: Sequence[str] = ()) -> bool:
+    """Whether this run may rewrite benchmarks/README.md and the committed plots.
+
+    True for ``--write-readme`` and for the default full run: every option at its default except the
+    ``neutral`` ones (destinations of options that do not change the results, such as ``json`` or
+    ``jobs``). Call it right after ``parse_args``, before any option is adjusted (``--quick``).
+    """
+    if args.no_readme:
+        return False
+    if args.write_readme:
+        return True
+    skip = {"write_readme", "no_readme", *neutral}
+    custom = [
+        "--" + k.replace("_", "-") for k, v in vars(args).items() if k not in skip and v != ap.get_default(k)
+    ]
+    if custom:
+        print(
+            f"benchmarks/README.md and plots are left unchanged (custom options: {' '.join(custom)}); "
+            "add --write-readme to update them"
+        )
+    return not custom

@@ -31,7 +31,14 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks._report import machine, markdown_table, single_core, update_readme
+from benchmarks._report import (
+    add_write_options,
+    machine,
+    markdown_table,
+    single_core,
+    update_readme,
+    writes_readme,
+)
 
 single_core()
 
@@ -164,14 +171,20 @@ def report(rows: list[dict[str, Any]], trials: int, n_repair: int) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=60)
     ap.add_argument("--repairs", type=int, default=10)
     ap.add_argument("--problems", default=",".join(PROBLEMS))
     ap.add_argument("--quick", action="store_true", help="nb201-latency only, 15 trials, 3 repairs")
-    ap.add_argument("--no-readme", action="store_true")
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    write = writes_readme(ap, args)
     if args.quick:
         args.trials, args.repairs, args.problems = 15, 3, "nb201-latency"
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -180,7 +193,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = run(args.problems.split(","), args.trials, args.repairs)
     text = report(rows, args.trials, args.repairs)
     print(text)
-    if not args.no_readme:
+    if write:
         update_readme("budget_perf", text)
     return rows
 

@@ -22,20 +22,26 @@ import time
 
 import torch
 
-from benchmarks._report import markdown_table, update_readme
+from benchmarks._report import add_write_options, markdown_table, update_readme, writes_readme
 from benchmarks.memory_accuracy import MODES, _family_configs, _spaces, estimator, mode_setup
 from dnnsat.cost import get_device
 from dnnsat.graph import encode_config
 from dnnsat.torch import GraphModule, concretize, example_inputs, peak_memory
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="h200", help="device profile of the estimate (dnnsat devices)")
     ap.add_argument("--per-family", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-readme", action="store_true")
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    write = writes_readme(ap, args)
     if not torch.cuda.is_available():
         sys.exit("gpu_memory: CUDA is not available on this machine; run it on a GPU (nothing measured)")
     profile = get_device(args.device)
@@ -95,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         )  # fmt: skip
     )
     print(body)
-    if not args.no_readme:
+    if write:
         update_readme("gpu_memory", body)
 
 

@@ -12,8 +12,9 @@ import argparse
 import platform
 import statistics
 import time
+from collections.abc import Sequence
 
-from benchmarks._report import update_readme
+from benchmarks._report import add_write_options, update_readme, writes_readme
 from dnnsat.cost import Budget
 from dnnsat.zoo._registry import get
 
@@ -79,7 +80,8 @@ def run(models: list[str], n_costs: int, n_measure: int, seed: int) -> list[dict
     return rows
 
 
-def write(rows: list[dict[str, float | str]], command: str) -> None:
+def report(rows: list[dict[str, float | str]], command: str) -> str:
+    """The "graph" section of benchmarks/README.md."""
     lines = [
         "## Symbolic cost model vs measuring modules",
         "",
@@ -102,19 +104,29 @@ def write(rows: list[dict[str, float | str]], command: str) -> None:
             f"| {r['model']} | {r['build_s']:.3f} | {r['compile_s']:.3f} | {r['costs_p50_us']:.1f} | "
             f"{r['costs_p90_us']:.1f} | {r['measure_p50_ms']:.1f} | {r['ratio']:,.0f}x |"
         )
-    update_readme("graph", "\n".join(lines))
+    return "\n".join(lines)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models", default="gpt,resnet,mobilenetv2,transformer,nasbench201")
     ap.add_argument("--n-costs", type=int, default=500)
     ap.add_argument("--n-measure", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    write_readme = writes_readme(ap, args)
     rows = run(args.models.split(","), args.n_costs, args.n_measure, args.seed)
-    write(rows, "python -m benchmarks.graph_perf")
-    print("updated benchmarks/README.md")
+    text = report(rows, "python -m benchmarks.graph_perf")
+    print(text)
+    if write_readme:
+        update_readme("graph", text)
+        print("updated benchmarks/README.md")
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 
 import dnnsat as ds
-from benchmarks._report import markdown_table, update_readme
+from benchmarks._report import add_write_options, markdown_table, update_readme, writes_readme
 
 EPOCHS = 4
 N_TRAIN = 1297  # the rest of the 1,797 digits (500) is the validation set
@@ -680,10 +680,7 @@ def plot(results: Mapping[str, Sequence[Mapping[str, Any]]], budget: float, path
     plt.close(fig)
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    import optuna
-    import torch
-
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument(
@@ -694,8 +691,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--validate", type=int, default=60, help="random configurations to check dnnsat against")
     ap.add_argument("--quick", action="store_true", help="2 seeds x 20 s, 12 validation configs (< 3 min)")
     ap.add_argument("--json", type=Path, default=None, help="write every trial and figure to this file")
-    ap.add_argument("--no-write", action="store_true", help="do not update benchmarks/README.md or plots")
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    import optuna
+    import torch
+
+    ap = build_parser()
     args = ap.parse_args(argv)
+    write = writes_readme(ap, args, neutral=("json",))
     command = " ".join(["python -m benchmarks.hpo", *(sys.argv[1:] if argv is None else argv)])
     if args.quick:  # smaller defaults; options given explicitly still win
         ap.set_defaults(seeds=2, time_budget=20.0, validate=12)
@@ -746,7 +752,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     text = report(summary, validation, decisions, context)
     print()
     print(text)
-    if not args.no_write:
+    if write:
         update_readme("hpo", text + "\n![best feasible accuracy vs wall-clock](plots/hpo_best_vs_time.png)\n")
         plot(results, args.time_budget, PLOTS / "hpo_best_vs_time.png")
     out = {

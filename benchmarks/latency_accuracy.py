@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._report import machine, markdown_table, update_readme
+from ._report import add_write_options, machine, markdown_table, update_readme, writes_readme
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nasbench201"
 SEED = 0
@@ -252,13 +253,20 @@ def nb201_part(data: Path) -> str:
     )
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer CPU configurations and rounds")
     ap.add_argument("--data", type=Path, default=DATA, help="folder with nb201_latency.csv")
     ap.add_argument("--skip-cpu", action="store_true")
     ap.add_argument("--skip-nb201", action="store_true")
-    args = ap.parse_args()
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    write = writes_readme(ap, args) and not (args.skip_cpu or args.skip_nb201)  # a section needs both parts
     parts = [
         "## Latency model accuracy",
         "",
@@ -270,7 +278,7 @@ def main() -> None:
         parts += ["", cpu_part(args.quick)]
     body = "\n".join(parts)
     print(body)
-    if not (args.skip_cpu or args.skip_nb201):
+    if write:
         update_readme("latency_accuracy", body)
 
 

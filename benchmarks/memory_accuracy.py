@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from benchmarks._report import machine, markdown_table, update_readme
+from benchmarks._report import add_write_options, machine, markdown_table, update_readme, writes_readme
 from dnnsat import zoo
 from dnnsat.cost import Budget, get_device, memory_expressions
 from dnnsat.expr import compile_scalar
@@ -131,12 +131,19 @@ def measure_config(net: Network, space: Space, cfg: dict[str, Any]) -> list[tupl
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3 configs per family, README not updated")
+    ap.add_argument("--quick", action="store_true", help="3 configs per family")
     ap.add_argument("--per-family", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1, help="configs (the op rules were read off seed-0 traces)")
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    write = writes_readme(ap, args)
     torch.set_num_threads(1)
     n = 3 if args.quick else args.per_family
     rng = random.Random(args.seed)
@@ -176,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         + markdown_table(["mode", "family", "n", "median abs. error", "max abs. error"], table)
     )
     print(body)
-    if not args.quick:
+    if write:
         update_readme("memory_accuracy", body)
 
 

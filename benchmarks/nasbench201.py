@@ -50,7 +50,7 @@ import numpy as np
 
 from benchmarks._nb201_data import SCENARIOS, Bench, Scenario, decide, load
 from benchmarks._nb201_search import ARMS, METHODS, quiet, run
-from benchmarks._report import machine, markdown_table, update_readme
+from benchmarks._report import add_write_options, machine, markdown_table, update_readme, writes_readme
 
 TARGET_GAP = 0.5  # accuracy points below the feasible optimum that count as reaching it
 PLOTS = Path(__file__).with_name("plots")
@@ -398,7 +398,7 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
     return [SCENARIOS[s] for s in names]
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--data", type=Path, default=None, help="data directory (default ../shared/data/nasbench201)"
@@ -414,10 +414,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (fork)")
     ap.add_argument("--json", type=Path, help="write every number here")
     ap.add_argument("--quick", action="store_true", help=f"{QUICK} (unless given explicitly)")
-    ap.add_argument("--plots", type=Path, default=PLOTS, help="directory for the PNG plots")
-    ap.add_argument("--from-json", type=Path, help="only report (tables, plots, README) a saved --json")
-    ap.add_argument("--no-readme", action="store_true", help="do not rewrite benchmarks/README.md")
+    ap.add_argument(
+        "--plots", type=Path, default=None, help="directory for the PNG plots (default: benchmarks/plots)"
+    )
+    ap.add_argument(
+        "--from-json",
+        type=Path,
+        help="only report (tables, plots; README with --write-readme) a saved --json",
+    )
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    args.write = writes_readme(ap, args, neutral=("json", "jobs"))
     if args.quick:
         given = set(sys.argv[1:] if argv is None else argv)
         for key, value in QUICK.items():
@@ -430,14 +442,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     t_start = time.time()
     cmd = " ".join(["python -m benchmarks.nasbench201", *(sys.argv[1:] if argv is None else argv)])
     if args.from_json:  # recompute the metrics from the saved trial sequences, then report
-        results = json.loads(args.from_json.read_text())
-        bench = load(args.data, results["dataset"])
-        for sc in results["scenarios"].values():
+        saved: dict[str, Any] = json.loads(args.from_json.read_text())
+        bench = load(args.data, saved["dataset"])
+        for sc in saved["scenarios"].values():
             ok = np.zeros(len(bench.acc), dtype=bool)
             ok[sc["feasible_archs"]] = True
             for m in sc["methods"].values():
-                m["speedup"] = _speedups(bench, ok, m["runs"], results["budget_hours"])
-        return report(results, bench, args)
+                m["speedup"] = _speedups(bench, ok, m["runs"], saved["budget_hours"])
+        return report(saved, bench, args)
     bench = load(args.data, args.dataset)
     budget_h = float(args.budget)
     _STATE.update(bench=bench, budget_s=budget_h * 3600, scenarios={})
@@ -561,12 +573,15 @@ def _checkpoint(
 
 
 def report(results: dict[str, Any], bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
-    """Print the tables, draw the plots and (unless ``--no-readme``) rewrite the README section."""
+    """Print the tables; draw the plots (into ``--plots``, or the committed ones when the README is written);
+    rewrite the README section when :func:`~benchmarks._report.writes_readme` allows it."""
     text = tables(results) + "\n\n" + goals(results)
     print(text)
-    paths = plot(results, bench, results["budget_hours"], args.plots)
-    print("plots:", ", ".join(str(p) for p in paths))
-    if not args.no_readme:
+    paths: list[Path] = []
+    if args.plots is not None or args.write:
+        paths = plot(results, bench, results["budget_hours"], args.plots or PLOTS)
+        print("plots:", ", ".join(str(p) for p in paths))
+    if args.write:
         update_readme("nasbench201", _readme(results, text, paths))
     print(f"runs took {results['runtime_s']:.0f} s")
     return results

@@ -26,7 +26,7 @@ import nni
 from dnnsat.integrations.nni import DnnSATTuner
 from nni.tools.package_utils.tuner_factory import create_builtin_class_instance
 
-from benchmarks._report import update_readme
+from benchmarks._report import add_write_options, update_readme, writes_readme
 from dnnsat._space_io import config_from_nni
 from dnnsat.zoo import synthetic_resnet_problem
 
@@ -129,11 +129,18 @@ def _line(r: dict[str, Any]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", type=int, default=200)
     ap.add_argument("--tuners", default="TPE,Random,Anneal,Evolution,GridSearch")
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    write = writes_readme(ap, args)
     logging.getLogger("nni").setLevel(logging.ERROR)
     logging.getLogger("dnnsat").setLevel(logging.ERROR)
     header = (
@@ -153,8 +160,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         + "\n".join(_line(r) for r in rows)
         + "\n"
     )
-    update_readme("nni", text)
-    print("updated benchmarks/README.md")
+    if write:
+        update_readme("nni", text)
+        print("updated benchmarks/README.md")
 
 
 if __name__ == "__main__":

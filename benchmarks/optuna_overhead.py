@@ -28,7 +28,7 @@ import optuna
 from dnnsat.integrations.optuna import DnnSATSampler, suggest
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
-from benchmarks._report import markdown_table, update_readme
+from benchmarks._report import add_write_options, markdown_table, update_readme, writes_readme
 from dnnsat.zoo import synthetic_resnet_problem
 
 
@@ -102,13 +102,19 @@ def _ms(x: float) -> str:
     return f"{x * 1e3:.2f}"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="30 trials x 1 seed (CI smoke run)")
-    ap.add_argument("--no-write", action="store_true", help="do not update benchmarks/README.md")
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    write = writes_readme(ap, args)
     if args.quick:
         args.trials, args.seeds = 30, 1
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -160,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     table = markdown_table(header, rows)
     print()
     print(table)
-    if not args.no_write:
+    if write:
         cmd = "python -m benchmarks.optuna_overhead" + (
             f" --trials {args.trials} --seeds {args.seeds}" if (args.trials, args.seeds) != (200, 3) else ""
         )

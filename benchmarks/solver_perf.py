@@ -1,21 +1,33 @@
-"""Solver performance on the synthetic-ResNet reference problem (DESIGN §10), next to Z3 alone.
+"""Solver performance on the synthetic-ResNet reference problem, next to Z3 alone.
 
-    python -m benchmarks.solver_perf [--quick]
+The problem is ``dnnsat.zoo.synthetic_resnet_problem()`` (3.95e10 configurations, about 5.5 % feasible).
+
+    python -m benchmarks.solver_perf [--quick] [--write-readme | --no-readme]
 
 Every figure is measured in one run; ratios compare dnnsat with a Z3-only implementation of the same
 operation (and with a plain per-config Python loop for batch checks). Results go to the terminal and
-to the "solver" section of benchmarks/README.md.
+to the "solver" section of benchmarks/README.md (default run or ``--write-readme`` only).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from benchmarks._report import fmt_time, machine, markdown_table, single_core, timings, update_readme
+from benchmarks._report import (
+    add_write_options,
+    fmt_time,
+    machine,
+    markdown_table,
+    single_core,
+    timings,
+    update_readme,
+    writes_readme,
+)
 
 single_core()
 
@@ -59,11 +71,17 @@ def columns(p: ds.Problem, n: int, seed: int) -> dict[str, np.ndarray]:
     }
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (CI smoke run)")
-    ap.add_argument("--no-readme", action="store_true", help="do not update benchmarks/README.md")
-    args = ap.parse_args()
+    add_write_options(ap)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    write = writes_readme(ap, args)
     reps = 20 if args.quick else 200
     p = synthetic_resnet_problem()
     tight = synthetic_resnet_problem(flops_limit=1e11, params_limit=2e6)
@@ -263,7 +281,7 @@ def main() -> None:
     print(table)
     print(f"\nZ3 answers that differ from dnnsat's only by values Z3 could not decide in 5 s: {unknown}")
     print(f"\ncheck_batch feasible share on uniform configs: {feasible_share:.2%}; empty-budget core: {core}")
-    if not args.no_readme:
+    if write:
         update_readme(
             "solver",
             "## Solver (reference problem)\n\n"

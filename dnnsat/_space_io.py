@@ -411,13 +411,10 @@ def _snap(p: Param, value: Any) -> Any:
 
 
 def _choice_index(p: Categorical, value: Any, name: str) -> int:
-    for i, c in enumerate(p.choices):
-        if type(c) is type(value) and c == value:
-            return i
-    for i, c in enumerate(p.choices):
-        if _is_number(c) and _is_number(value) and c == value:
-            return i
-    raise SpaceError(f"parameter {name!r}: {value!r} is not one of the choices {list(p.choices)}")
+    try:
+        return p.index(value)
+    except SpaceError as err:
+        raise SpaceError(f"parameter {name!r}: {err}") from None
 
 
 def config_from_nni(space: Space, parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -544,17 +541,31 @@ def _fix_hint(err: Mapping[str, Any], field_name: str, tag: str | None) -> str:
         return f"remove the unknown field {field_name!r} (allowed: {allowed})"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         return "set 'type' to 'int', 'float' or 'categorical'"
+    if kind == "too_short":
+        return "give at least one entry"
+    if field_name == "condition":
+        return "write a condition as {parent: [values]}, e.g. condition: {act: [gelu]}"
+    if field_name == "choices" or tag == "categorical":
+        return "choices are a list of numbers, strings, booleans or null, e.g. choices: [relu, gelu]"
     if kind.startswith("int_"):
         return "use a whole number"
     if kind.startswith("float_") or kind == "value_error":
         return "use a number"
     if kind.startswith("bool_"):
         return "use true or false"
-    if kind == "too_short":
-        return "give at least one entry"
-    if field_name == "choices" or tag == "categorical":
-        return "choices are numbers, strings, booleans or null"
-    return "see the schema in notes/space_io.md (Space.to_dict() shows an example)"
+    if tag is None:
+        hint = "params maps names to {type: int|float|categorical, ...}"
+        return hint + ", e.g. {w: {type: int, low: 1, high: 8}}"
+    return f"the fields of a {tag!r} parameter are {_FIELDS[tag]}"
+
+
+_UNION_MEMBERS = {"bool", "int", "float", "str"}
+
+
+def _field_path(rest: Sequence[Any]) -> str:
+    """``condition.b`` for pydantic's ``condition.b.list[nullable[...]]`` (drops union member names)."""
+    parts = [str(x) for i, x in enumerate(rest) if not (i and (x in _UNION_MEMBERS or "[" in str(x)))]
+    return ".".join(parts) or "type"
 
 
 def _pydantic_error(err: ValidationError) -> SpaceError:
@@ -579,7 +590,7 @@ def _pydantic_error(err: ValidationError) -> SpaceError:
         if key in seen:  # one line per field (unions of scalars report one error per member)
             continue
         seen.add(key)
-        where = ".".join(map(str, rest)) or "type"
+        where = _field_path(rest)
         got = "" if e["type"] in ("missing",) else f" (got {e.get('input')!r})"
         lines.append(f"parameter {name!r}: field {where!r}: {e['msg']}{got}; {_fix_hint(e, field_name, tag)}")
     return SpaceError("invalid space: " + "; ".join(lines))

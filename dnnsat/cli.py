@@ -1,18 +1,27 @@
 """The ``dnnsat`` command: check, prune, count, sample and explain configurations of a problem.
 
 PROBLEM is ``module:attr`` (a Problem or a zero-argument factory returning one) or ``zoo:NAME``.
-Exit codes: 0 ok / feasible, 1 infeasible, 2 usage or input error.
+Exit codes (:data:`EXIT_CODES`): 0 ok / feasible, 1 infeasible or empty space, 2 usage or input error
+(including a PROBLEM module that fails to import), 3 not answered within the limits (``count`` over
+``--max-time``), 4 unexpected error. Errors are one line; ``--debug`` (or ``DNNSAT_DEBUG=1``)
+adds the Python traceback.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
+import time
+import traceback
 from collections.abc import Callable, Mapping
-from typing import Any
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NoReturn
 
 import click
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -24,10 +33,99 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-class InputError(click.ClickException):
+EXIT_CODES = {
+    0: "ok / feasible",
+    1: "infeasible configuration or empty feasible space",
+    2: "usage or input error (bad PROBLEM, module import failure, bad --set/--budget/--out)",
+    3: "not answered within the limits (count over --max-time: use --estimate)",
+    4: "unexpected error (rerun with --debug for the traceback)",
+}
+DEFAULT_MAX_TIME = 60.0  # seconds, `dnnsat count --max-time`
+_DEBUG_KEY = "dnnsat.debug"
+
+
+def _debug() -> bool:
+    """Whether ``--debug`` was given (anywhere on the command line) or ``DNNSAT_DEBUG`` is set."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get(_DEBUG_KEY):
+        return True
+    return os.environ.get("DNNSAT_DEBUG", "") not in ("", "0")
+
+
+def _traceback_hint() -> str:
+    return "" if _debug() else "; --debug shows the traceback"
+
+
+class CliError(click.ClickException):
+    """A one-line error; ``--debug`` adds the traceback of its cause. Exit codes: :data:`EXIT_CODES`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.debug = _debug()
+
+    def show(self, file: Any = None) -> None:
+        if self.debug and self.__cause__ is not None:
+            traceback.print_exception(self.__cause__, file=sys.stderr)
+        super().show(file)
+
+
+class InputError(CliError):
     """A usage or input error: printed without a traceback, exit code 2."""
 
     exit_code = 2
+
+
+class NotAnsweredError(CliError):
+    """The question is too big for the limits given (exit code 3)."""
+
+    exit_code = 3
+
+
+class UnexpectedError(CliError):
+    """Any other exception (exit code 4)."""
+
+    exit_code = 4
+
+
+def _one_line(err: BaseException) -> str:
+    """``Type: message (file.py, line N)``: the error and where it was raised, on one line."""
+    text = " ".join(str(err).split()) or "(no message)"
+    where = ""
+    if not isinstance(err, SyntaxError):  # its message already names the file and line
+        skip = (__file__, os.path.dirname(importlib.__file__))  # this module and the import machinery
+        frames = [
+            f
+            for f in traceback.extract_tb(err.__traceback__)
+            if not f.filename.startswith("<") and not f.filename.startswith(skip)
+        ]
+        if frames:
+            where = f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})"
+    return f"{type(err).__name__}: {text}{where}"
+
+
+class UserModuleError(ImportError):
+    """A user's module failed to import; the message is one line, the original error is ``__cause__``."""
+
+
+def import_user_module(module_name: str, spec: str) -> ModuleType:
+    """Import ``module_name`` (for ``spec``, e.g. ``"PROBLEM mymodule:problem"``): current directory first.
+
+    Any exception raised while importing becomes a :class:`UserModuleError` naming the module, the error
+    and the file and line that raised it, so a broken module costs the user one line, not a traceback.
+    """
+    cwd = os.getcwd()
+    sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_name)
+    except Exception as err:  # anything the user's module raises while it runs
+        hint = ""
+        if isinstance(err, ModuleNotFoundError) and err.name == module_name.split(".")[0]:
+            hint = " (looked in the current directory and on PYTHONPATH)"
+        raise UserModuleError(
+            f"cannot import module {module_name!r} ({spec}): {_one_line(err)}{hint}"
+        ) from err
+    finally:
+        sys.path.remove(cwd)
 
 
 def load_problem(spec: str, budget: str | None = None) -> Problem:
@@ -39,20 +137,21 @@ def load_problem(spec: str, budget: str | None = None) -> Problem:
     if budget:
         raise InputError("--budget applies to zoo:NAME problems only; put the budget in your Problem")
     module_name, attr = spec.split(":", 1)
-    sys.path.insert(0, ".")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise InputError(f"cannot import {module_name!r} for PROBLEM {spec!r}: {err}") from None
-    finally:
-        sys.path.pop(0)
-    obj: Any = module
+        obj: Any = import_user_module(module_name, f"PROBLEM {spec}")
+    except UserModuleError as err:
+        raise InputError(str(err) + _traceback_hint()) from err.__cause__
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise InputError(f"{module_name!r} has no attribute {attr!r} (PROBLEM {spec!r})")
         obj = getattr(obj, part)
     if not isinstance(obj, Problem) and callable(obj):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as err:
+            raise InputError(
+                f"PROBLEM {spec!r}: calling {attr}() failed: {_one_line(err)}" + _traceback_hint()
+            ) from err
     if not isinstance(obj, Problem):
         raise InputError(
             f"PROBLEM {spec!r} is a {type(obj).__name__}, not a dnnsat.Problem or a factory of one"
@@ -120,13 +219,36 @@ def _config(items: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _run(fn: Callable[[], int]) -> None:
-    """Map library errors to exit code 2 with a one-line message."""
+def _run(fn: Callable[[], int]) -> NoReturn:
+    """Run a command body and exit with its code; errors become one line (exit codes: :data:`EXIT_CODES`)."""
     try:
         code = fn()
+    except click.ClickException:
+        raise
     except (SpaceError, ValueError, TypeError) as err:
-        raise InputError(str(err)) from None
+        raise InputError(" ".join(str(err).split())) from err
+    except TimeoutError as err:
+        raise NotAnsweredError(" ".join(str(err).split())) from err
+    except Exception as err:
+        raise UnexpectedError(f"unexpected error: {_one_line(err)}" + _traceback_hint()) from err
     sys.exit(code)
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[_DEBUG_KEY] = True
+
+
+def debug_opt(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--debug``: show Python tracebacks behind one-line errors (accepted before or after the command)."""
+    return click.option(
+        "--debug",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_debug,
+        help="show the Python traceback of an error (also: DNNSAT_DEBUG=1)",
+    )(fn)
 
 
 def _emit(as_json: bool, data: Any, render: Callable[[], None]) -> None:
@@ -160,13 +282,18 @@ def _costs_table(costs: Mapping[str, Any]) -> Table:
     return t
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items()) + ".",
+)
 @click.version_option(package_name="dnnsat")
+@debug_opt
 def main() -> None:
     """Prune AutoML search spaces before any trial runs."""
 
 
 @main.command()
+@debug_opt
 @problem_arg
 @budget_opt
 @set_opt
@@ -198,6 +325,7 @@ def check(problem: str, budget: str | None, items: tuple[str, ...], as_json: boo
 
 
 @main.command()
+@debug_opt
 @problem_arg
 @budget_opt
 @json_opt
@@ -246,13 +374,61 @@ def _describe(param: Any) -> str:
     return ", ".join(map(str, vals))
 
 
+def count_work(problem: Problem, walkers: int = 256, seed: int = 0) -> tuple[float, float]:
+    """Predicted work of ``problem.count()``: ``(boxes, seconds)``, estimated in a fraction of a second.
+
+    Exact counting splits the space into boxes, depth first, until each is decided. The number of boxes
+    it will visit is estimated level by level (Knuth's tree-size estimate, with ``walkers`` boxes
+    resampled per level so that rare deep branches are not lost): ``boxes`` is usually within a factor
+    of two. ``seconds`` applies this machine's measured time per box during the estimate, which is
+    optimistic (real counting also yields and sums pieces): read it as a lower bound.
+    """
+    comp = problem._c()
+    engine, domain = comp.engine, comp.domain
+    rng = np.random.default_rng(seed)
+    lo, hi = domain.root()
+    level_nodes, boxes, visited = 1.0, 0.0, 0
+    start = time.perf_counter()
+    while len(lo):
+        boxes += level_nodes
+        visited += len(lo)
+        rest = [(d.rest_lo, d.rest_hi) for d in engine.decompose(lo, hi, max_boxes=len(lo)) if len(d.rest_lo)]
+        if not rest:
+            break
+        child_lo, child_hi = np.concatenate([r[0] for r in rest]), np.concatenate([r[1] for r in rest])
+        level_nodes *= len(child_lo) / len(lo)  # boxes at the next depth, estimated
+        keep = rng.integers(0, len(child_lo), size=walkers) if len(child_lo) > walkers else slice(None)
+        lo, hi = child_lo[keep], child_hi[keep]
+    return boxes, boxes * (time.perf_counter() - start) / max(visited, 1)
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.2g} s"
+
+
 @main.command()
+@debug_opt
 @problem_arg
 @budget_opt
 @click.option("--estimate", is_flag=True, help="estimate with a 95% confidence interval instead of counting")
+@click.option(
+    "--max-time",
+    type=click.FloatRange(min=0.0),
+    default=DEFAULT_MAX_TIME,
+    show_default=True,
+    metavar="SECONDS",
+    help="refuse an exact count predicted to take longer, stop one that does (exit 3); 0: no limit",
+)
 @json_opt
-def count(problem: str, budget: str | None, estimate: bool, as_json: bool) -> None:
-    """Number of feasible configurations (exact, or --estimate)."""
+def count(problem: str, budget: str | None, estimate: bool, max_time: float, as_json: bool) -> None:
+    """Number of feasible configurations: exact, or --estimate (exit 1 when nothing is feasible).
+
+    An exact count is refused at once (exit 3) when its predicted work exceeds --max-time, and stopped
+    when it runs past it: use --estimate then.
+    """
 
     def run() -> int:
         p = load_problem(problem, budget)
@@ -268,19 +444,36 @@ def count(problem: str, budget: str | None, estimate: bool, as_json: bool) -> No
                     f"({e.value / total:.3%})"
                 ),
             )
-        else:
-            n = p.count(progress=None if not as_json else False)
-            _emit(
-                as_json,
-                {"count": n, "space": total},
-                lambda: console.print(f"{n:,} feasible of {total:,} ({n / total:.3%})"),
-            )
-        return 0
+            return 1 if e.high == 0 else 0
+        if max_time > 0:
+            boxes, seconds = count_work(p)
+            if seconds > max_time:
+                raise NotAnsweredError(
+                    f"an exact count of {problem} would visit about {boxes:.2g} boxes of the space, at least "
+                    f"{_duration(seconds)} here (--max-time {max_time:g} s): use --estimate for a 95% "
+                    "confidence interval in seconds, or raise --max-time (0: no limit)"
+                )
+        try:
+            n = p.count(progress=None if not as_json else False, max_seconds=max_time or None)
+        except TimeoutError as err:
+            raise NotAnsweredError(
+                f"exact count of {problem} stopped at --max-time {max_time:g} s: use --estimate for a 95% "
+                "confidence interval in seconds, or raise --max-time (0: no limit)"
+            ) from err
+        _emit(
+            as_json,
+            {"count": n, "space": total},
+            lambda: console.print(f"{n:,} feasible of {total:,} ({n / total:.3%})"),
+        )
+        if n == 0:
+            err_console.print("the feasible space is empty: `dnnsat prune` names the conflicting constraints")
+        return 1 if n == 0 else 0
 
     _run(run)
 
 
 @main.command()
+@debug_opt
 @problem_arg
 @budget_opt
 @click.option("-n", "n", default=5, show_default=True, help="number of configurations")
@@ -313,6 +506,7 @@ def sample(problem: str, budget: str | None, n: int, seed: int | None, as_json: 
 
 
 @main.command()
+@debug_opt
 @problem_arg
 @budget_opt
 @set_opt
@@ -360,6 +554,7 @@ def explain(problem: str, budget: str | None, items: tuple[str, ...], as_json: b
 
 
 @main.command()
+@debug_opt
 @problem_arg
 @budget_opt
 @click.option(
@@ -410,6 +605,7 @@ def _si(value: float, unit: str) -> str:
 
 
 @main.command()
+@debug_opt
 @json_opt
 def devices(as_json: bool) -> None:
     """List the device catalog (peak FLOP/s, bandwidth, memory, launch overhead) used by latency/memory."""
@@ -440,10 +636,24 @@ def devices(as_json: bool) -> None:
     _emit(as_json, data, render)
 
 
+def _check_output_file(path: str, option: str) -> None:
+    """Fail fast (exit 2) unless ``path`` can be written as a file: its directory exists and is writable."""
+    target = Path(path)
+    if target.is_dir():
+        example = target / "profile.json"
+        raise InputError(f"{option} {path!r} is a directory; give a file name, e.g. {str(example)!r}")
+    folder = target.parent
+    if not folder.is_dir():
+        raise InputError(f"{option} {path!r}: directory {str(folder)!r} does not exist (create it first)")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise InputError(f"{option} {path!r} exists and is not writable")
+    if not target.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path!r}: directory {str(folder)!r} is not writable")
+
+
 @main.command()
-@click.option(
-    "--out", "out", default=None, type=click.Path(dir_okay=False), help="write the profile JSON here"
-)
+@debug_opt
+@click.option("--out", default=None, metavar="PATH", help="write the profile JSON here (e.g. my-cpu.json)")
 @click.option("--device", "device", default="cpu", show_default=True, help="'cpu' or 'cuda[:i]'")
 @click.option("--threads", default=1, show_default=True, help="CPU threads during the benchmarks")
 @click.option("--quick", is_flag=True, help="small sizes, few repeats (a few seconds)")
@@ -452,6 +662,8 @@ def calibrate(out: str | None, device: str, threads: int, quick: bool, as_json: 
     """Measure the local device with PyTorch micro-benchmarks and write a device profile."""
 
     def run() -> int:
+        if out:
+            _check_output_file(out, "--out")
         try:
             from .torch import calibrate as run_calibrate
         except ImportError as err:
@@ -480,14 +692,13 @@ def calibrate(out: str | None, device: str, threads: int, quick: bool, as_json: 
 
 
 @main.command()
+@debug_opt
 def zoo() -> None:
     """List the ready-made problems (use them as zoo:NAME)."""
     from .zoo import REGISTRY
 
     t = Table("name", "description")
-    t.add_row(
-        "synthetic_resnet", "reference problem of raw expressions (DESIGN §10); --budget flops=,params="
-    )
+    t.add_row("synthetic_resnet", "reference ResNet-like problem of raw expressions; --budget flops=,params=")
     for name, model in sorted(REGISTRY.items()):
         t.add_row(name, (model.__doc__ or "").strip().splitlines()[0])
     console.print(t)

@@ -1,8 +1,8 @@
 """``make demo``: the main job on the embedded reference problem, in well under a minute.
 
-Prunes the synthetic-ResNet space (DESIGN §10), estimates how many configurations survive, explains
-and repairs a rejected configuration, then runs a constrained Optuna study (when Optuna is installed)
-in which no infeasible trial is ever launched.
+Prunes the synthetic-ResNet space (``dnnsat.zoo.synthetic_resnet_problem``), estimates how many
+configurations survive, explains and repairs a rejected configuration, then runs a constrained Optuna
+study (when Optuna is installed) in which no infeasible trial is ever launched.
 """
 
 from __future__ import annotations

@@ -8,6 +8,15 @@ memoise per node. Sorts: ``"int"`` (Python ``int``; numpy ``int64``), ``"real"``
 Division by zero is defined as ``0`` in every evaluator (``x // 0 == ceildiv(x, 0) == x / 0 == 0``),
 so that numpy, Python and Z3 agree on every point.
 
+A variable with ``labels`` (a categorical of non-numeric choices) stands for the index of its choice:
+only ``==`` and ``!=`` against a label or another expression are defined on it; arithmetic and
+ordering comparisons raise :class:`TypeError`.
+
+Expressions pickle (any protocol): a DAG is written as one flat, topologically ordered node list (no
+recursion, so 10**5-deep chains are fine; a node shared by several pickled expressions is written once
+and referenced after), and unpickled nodes are interned again, so ``pickle.loads(pickle.dumps(e)) is e``
+within a process and a fresh process builds the same nodes when it builds the same expressions.
+
 Evaluators (all agree; property tests check it):
 
 * :func:`compile_scalar` - Python function of one assignment (exact, arbitrary-precision ints);
@@ -22,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Union  # noqa: UP035
 
@@ -65,6 +75,17 @@ _PRECEDENCE = {"or": 1, "and": 2, "not": 3, "lt": 4, "le": 4, "eq": 4, "ne": 4, 
 _PRECEDENCE.update({"mul": 6, "floordiv": 6, "truediv": 6, "neg": 7})
 
 _interned: dict[tuple[Any, ...], Expr] = {}
+
+
+class _PickleState(threading.local):
+    """Per thread: the flat node list being pickled (id -> position) and how far the pickler got."""
+
+    def __init__(self) -> None:
+        self.batch: dict[int, int] = {}
+        self.done = 0
+
+
+_pickle_state = _PickleState()
 
 
 class Expr:
@@ -135,22 +156,22 @@ class Expr:
 
     # -- comparisons (return boolean expressions) -------------------------------------------------
     def __lt__(self, other: ExprLike) -> Expr:  # type: ignore[override]
-        return _compare("lt", self, _coerce_label(self, other))
+        return _compare("lt", self, _coerce_label(self, other, "lt"))
 
     def __le__(self, other: ExprLike) -> Expr:  # type: ignore[override]
-        return _compare("le", self, _coerce_label(self, other))
+        return _compare("le", self, _coerce_label(self, other, "le"))
 
     def __gt__(self, other: ExprLike) -> Expr:  # type: ignore[override]
-        return _compare("lt", _coerce_label(self, other), self)
+        return _compare("lt", _coerce_label(self, other, "lt"), self)
 
     def __ge__(self, other: ExprLike) -> Expr:  # type: ignore[override]
-        return _compare("le", _coerce_label(self, other), self)
+        return _compare("le", _coerce_label(self, other, "le"), self)
 
     def __eq__(self, other: object) -> Expr:  # type: ignore[override]
-        return _compare("eq", self, _coerce_label(self, other))
+        return _compare("eq", self, _coerce_label(self, other, "eq"))
 
     def __ne__(self, other: object) -> Expr:  # type: ignore[override]
-        return _compare("ne", self, _coerce_label(self, other))
+        return _compare("ne", self, _coerce_label(self, other, "ne"))
 
     __hash__ = object.__hash__  # interned: identity is structural equality
 
@@ -167,6 +188,34 @@ class Expr:
 
     def __invert__(self) -> Expr:
         return _logic("not", self)
+
+    # -- pickling and copying ------------------------------------------------------------------------
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A node is written as the topological list of its DAG (itself last), unpickled by
+        :func:`_last`. The pickler then writes that list in order, and each node in it is written as
+        ``Expr(op, args, payload, sort)``: its arguments come earlier in the list, so the pickler has
+        them in its memo already (no recursion, whatever the depth; shared nodes written once).
+
+        Positions only move forward and the list's root ends it, so a list left over by a failed
+        pickle can never make a later one recurse: an argument sits before its user and gets a list
+        of its own. Both forms unpickle to the interned node."""
+        state = _pickle_state
+        pos = state.batch.get(id(self))
+        if pos is not None and pos >= state.done:
+            if pos == len(state.batch) - 1:  # the root: the list is complete
+                state.batch, state.done = {}, 0
+            else:
+                state.done = pos + 1
+            return (Expr, (self.op, self.args, self.payload, self.sort))
+        order = topological([self])
+        state.batch, state.done = {id(n): i for i, n in enumerate(order)}, 0
+        return (_last, (order,))
+
+    def __copy__(self) -> Expr:
+        return self  # immutable and interned
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Expr:
+        return self
 
     def __bool__(self) -> bool:
         raise TypeError(
@@ -212,11 +261,18 @@ class Expr:
         return f"Expr({_format(self)})"
 
 
+def _last(nodes: list[Expr]) -> Expr:
+    """Unpickling helper: the root of a flat node list (see :meth:`Expr.__reduce__`)."""
+    return nodes[-1]
+
+
 def _payload_key(payload: Any) -> Any:
     if isinstance(payload, float) and math.isnan(payload):
         return ("nan",)
     if isinstance(payload, bool | int | float):
         return (type(payload).__name__, payload)
+    if isinstance(payload, tuple):  # a Var's (name, labels): labels 1 and True must not intern alike
+        return tuple(_payload_key(x) for x in payload)
     return payload
 
 
@@ -247,14 +303,60 @@ def as_expr(x: ExprLike) -> Expr:
     return x if isinstance(x, Expr) else Const(x)
 
 
-def _coerce_label(var: Expr, other: object) -> Expr:
-    """``v.act == "relu"``: map a categorical label to its index."""
+def _kind(x: Any) -> str | None:
+    """Which choices a value can match: Python equality says ``1 == 1.0 == True``; choices don't."""
+    if x is None:
+        return "none"
+    if isinstance(x, bool | np.bool_):
+        return "bool"
+    if isinstance(x, int | float | np.integer | np.floating):
+        return "number"
+    return "str" if isinstance(x, str) else None
+
+
+def label_index(labels: Sequence[Any], value: Any) -> int | None:
+    """Index of the choice ``value`` means: an equal choice of the same kind (None, bool, number or
+    string), so ``True`` never matches ``1`` and ``1.0`` matches ``1``; ``None`` if there is none."""
+    kind = _kind(value)
+    for i, c in enumerate(labels):
+        if kind is not None and _kind(c) == kind and c == value:
+            return i
+    return None
+
+
+_ARITH_TEXT = {"neg": "unary -", "min": "minimum", "max": "maximum", "ceildiv": "ceildiv"}
+
+
+def _reject_labels(op: str, *args: Expr) -> None:
+    """Raise for arithmetic or an ordering comparison ``op`` on a labelled variable (it stands for a
+    choice index, which means nothing); ``==`` and ``!=`` pass."""
+    if op in ("eq", "ne"):
+        return
+    for a in args:
+        if a.op == "var" and a.payload[1] is not None:
+            if op in ("lt", "le"):
+                what = "an ordering comparison (<, <=, >, >=)"
+            else:
+                what = f"arithmetic ({_ARITH_TEXT.get(op) or _INFIX[op]})"
+            labels = list(a.payload[1])
+            raise TypeError(
+                f"parameter {a.name!r} has the non-numeric choices {labels}: {what} on it has no meaning; "
+                f"only == and != do (e.g. `v.{a.name} == {labels[0]!r}`; membership: "
+                f"`(v.{a.name} == a) | (v.{a.name} == b)`); compute with "
+                f"`dnnsat.where(v.{a.name} == {labels[0]!r}, x, y)`, or give the parameter numeric choices"
+            )
+
+
+def _coerce_label(var: Expr, other: object, op: str) -> Expr:
+    """``v.act == "relu"``: map a categorical label to its index (``op`` is the comparison)."""
     if isinstance(other, Expr):
         return other
     if var.op == "var" and var.payload[1] is not None:
+        _reject_labels(op, var)
         labels = var.payload[1]
-        if other in labels:
-            return Const(labels.index(other))
+        i = label_index(labels, other)
+        if i is not None:
+            return Const(i)
         raise ValueError(f"{other!r} is not a choice of {var.name!r}; choices are {list(labels)}")
     if isinstance(other, bool | int | float | np.integer | np.floating | np.bool_):
         return Const(other)
@@ -273,6 +375,7 @@ def _fold(op: str, *vals: Any) -> Any:
 
 
 def _arith(op: str, *args: Expr) -> Expr:
+    _reject_labels(op, *args)
     sort = _num_sort(*args)
     if op in ("floordiv", "ceildiv") and sort != "int":
         raise TypeError(f"{op} needs integer operands; use `/` for real division ({args[0]}, {args[1]})")
@@ -312,6 +415,7 @@ def _is(e: Expr, v: int) -> bool:
 
 
 def _compare(op: str, a: Expr, b: Expr) -> Expr:
+    _reject_labels(op, a, b)
     _num_sort(a, b)
     if a.op == "const" and b.op == "const":
         return Const(bool(_fold(op, a.payload, b.payload)))

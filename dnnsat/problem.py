@@ -25,6 +25,7 @@ from .expr import (
     compile_vectorized,
     digest,
     interval,
+    label_index,
     topological,
 )
 from .solver._boxes import Domain
@@ -163,6 +164,7 @@ class _Compiled:
     needed: set[str] = field(default_factory=set)
     #: engines that also search parameters no constraint reads (objectives of maximize/minimize)
     extra_engines: dict[frozenset[str], Engine] = field(default_factory=dict)
+    always_feasible: bool | None = None  # cached answer of Problem.always_feasible
 
 
 def _split_comparison(expr: Expr) -> tuple[Expr | None, str | None, float | None]:
@@ -389,6 +391,8 @@ class Problem:
             tables = comp.tables
             try:
                 for name, value in config.items():
+                    if value.__class__ is bool:
+                        raise KeyError(name)  # a dict lookup would take True for 1: validate instead
                     env[name] = tables[name][value]
             except (KeyError, TypeError):
                 pass  # unknown name, continuous or out-of-domain value: the full path explains it
@@ -499,20 +503,18 @@ class Problem:
             if name not in self.space:
                 raise SpaceError(f"unknown parameter {name!r} in columns; parameters: {list(self.space)}")
             arr = np.asarray(col)
+            if validate and not isinstance(col, np.ndarray) and arr.dtype != object:
+                arr = np.asarray(col, dtype=object) if any(v.__class__ is bool for v in col) else arr
             n = len(arr) if n is None else n
             if len(arr) != n:
                 raise ValueError(f"column {name!r} has {len(arr)} rows, expected {n}")
             p = self.space[name]
             if p.labels is not None:
-                lookup = {v: i for i, v in enumerate(p.labels)}
-                try:
-                    arr = np.array(
-                        [lookup[x.item() if hasattr(x, "item") else x] for x in arr], dtype=np.int64
-                    )
-                except KeyError as err:
-                    raise SpaceError(
-                        f"parameter {name!r}: {err.args[0]!r} is not a choice of {list(p.labels)}"
-                    ) from None
+                found = [label_index(p.labels, _py(x)) for x in arr]
+                if None in found:
+                    bad = _py(arr[found.index(None)])
+                    raise SpaceError(f"parameter {name!r}: {bad!r} is not a choice of {list(p.labels)}")
+                arr = np.array(found, dtype=np.int64)
             elif validate:
                 _check_column(name, p, arr)
             env[name] = arr
@@ -865,36 +867,43 @@ class Problem:
         comp = self._c()
         total = 0
         deadline = None if max_seconds is None else time.perf_counter() + max_seconds
+        done = [0.0]  # share of the space settled so far
         with _progress("counting", progress) as report:
 
-            def tick(fraction: float) -> None:
-                if deadline is not None and time.perf_counter() > deadline and fraction < 1.0:
+            def tick(fraction: float | None = None) -> None:
+                if fraction is not None:
+                    done[0] = fraction
+                    report(fraction)
+                if deadline is not None and time.perf_counter() > deadline and done[0] < 1.0:
                     raise TimeoutError(
-                        f"exact counting stopped after {max_seconds:g} s at {fraction:.0%} of the space; "
+                        f"exact counting stopped after {max_seconds:g} s at {done[0]:.0%} of the space; "
                         "use estimate_count() (CLI: --estimate) or allow more time"
                     )
-                report(fraction)
 
             for piece in comp.engine.decompose(progress=tick):
                 total += int(comp.domain.volume(piece.full_lo, piece.full_hi).sum()) + len(piece.points)
-                tick(0.0)
+                tick()
         return total * comp.domain.free_size
 
     def always_feasible(self) -> bool:
         """True when every configuration of the space is feasible: no constraint can ever bind.
 
-        Proved by interval bounds over the whole space, else (finite problems) by an exact count.
+        Proved by interval bounds over the whole space, else (finite problems) by an exact count that
+        may take up to a second; False when neither settles it in time. Computed once.
         """
         comp = self._c()
-        engine = comp.engine
-        if engine.opaque is None and not engine._open:
-            return True
-        if engine.domain.unpinned:
-            return False
-        try:
-            return self.count(progress=False, max_seconds=2.0) == self.space.size()
-        except TimeoutError:
-            return False
+        if comp.always_feasible is None:
+            engine = comp.engine
+            if engine.opaque is None and not engine._open:
+                comp.always_feasible = True
+            elif engine.domain.unpinned:
+                comp.always_feasible = False
+            else:
+                try:
+                    comp.always_feasible = self.count(progress=False, max_seconds=1.0) == self.space.size()
+                except TimeoutError:
+                    comp.always_feasible = False
+        return comp.always_feasible
 
     def estimate_count(
         self, samples: int = 20_000, seed: int | None = 0, max_boxes: int = 50_000
@@ -1238,6 +1247,11 @@ class Problem:
             expr = as_expr(objective)
         if expr.sort == "bool":
             raise TypeError("the objective must be numeric, not a condition")
+        if expr.op == "var" and expr.payload[1] is not None:
+            raise TypeError(
+                f"the objective {expr.payload[0]!r} is a categorical of non-numeric choices: it has no order "
+                "to optimise; optimise a cost or a numeric expression instead"
+            )
         comp = self._c()
         engine = comp.engine
         outside = expr.variables() - set(engine.domain.names)
@@ -1334,9 +1348,12 @@ _MISSING = object()
 def _check_column(name: str, p: Any, arr: np.ndarray) -> None:
     """Raise ``SpaceError`` at the first value of a numeric column outside the parameter's domain."""
     try:
+        if arr.dtype == bool or (arr.dtype == object and any(v.__class__ is bool for v in arr)):
+            raise TypeError("booleans are not numbers here")
         x = np.asarray(arr, dtype=np.float64)
     except (TypeError, ValueError):
-        bad = np.ones(len(arr), dtype=bool)
+        bad = np.array([v.__class__ is bool or not isinstance(v, int | float | np.number) for v in arr])
+        bad = bad if bad.any() else np.ones(len(arr), dtype=bool)
     else:
         if p.is_finite:
             enc = np.asarray(p.encoded(), dtype=np.float64)

@@ -10,14 +10,14 @@ Conversions to and from Optuna distributions, NNI search-space JSON and dict/JSO
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .expr import Expr, Var
+from .expr import Expr, Var, label_index
 
 __all__ = ["Param", "Int", "Float", "Categorical", "Space", "SpaceError"]
 
@@ -233,23 +233,43 @@ class Float(Param):
         return float(self.low), float(self.high)
 
 
+def _choice_list(choices: Any) -> Any:
+    """``choices`` as a tuple; a string, bytes, a set or a non-iterable is kept as given and rejected by
+    ``Space`` (which knows the parameter's name for the message)."""
+    if isinstance(choices, str | bytes | set | frozenset) or not isinstance(choices, Iterable):
+        return choices
+    return tuple(choices)
+
+
 @dataclass(frozen=True)
 class Categorical(Param):
-    """A choice among ``choices`` (numbers, strings, bools or None), in the given order."""
+    """A choice among ``choices`` (numbers, strings, bools or None), in the given order.
+
+    Choices must differ under Python equality, which treats ``1``, ``1.0`` and ``True`` (and ``0``,
+    ``0.0``, ``False``) as equal: a space holding two of them is rejected. A value matches a choice
+    of its own kind only: ``True`` is not ``1``, ``1.0`` is ``1``.
+    """
 
     choices: tuple[Any, ...]
 
     def __init__(self, choices: Sequence[Any], *, condition: Condition | None = None) -> None:
-        object.__setattr__(self, "choices", tuple(choices))
+        object.__setattr__(self, "choices", _choice_list(choices))
         object.__setattr__(self, "condition", _normalise_condition(condition))
 
     def __repr__(self) -> str:
         return _repr_param(self, [repr(list(self.choices))], {})
 
     def _validate(self, name: str) -> None:
+        if not isinstance(self.choices, tuple):
+            c = self.choices
+            example = sorted(c, key=repr) if isinstance(c, set | frozenset) else [c]
+            raise SpaceError(
+                f"parameter {name!r}: Categorical takes a list of choices, got the {type(c).__name__} {c!r}; "
+                f"pass a list of choices, e.g. Categorical({example!r})"
+            )
         if not self.choices:
             raise SpaceError(f"parameter {name!r}: Categorical needs at least one choice")
-        seen: set[tuple[type, Any]] = set()  # (type, value): 1, 1.0 and True are distinct choices
+        seen: dict[Any, Any] = {}  # keys compare with Python equality: 1, 1.0 and True collide
         for c in self.choices:
             if not (c is None or isinstance(c, bool | int | float | str)):
                 raise SpaceError(
@@ -258,9 +278,16 @@ class Categorical(Param):
                 )
             if isinstance(c, float) and not math.isfinite(c):
                 raise SpaceError(f"parameter {name!r}: choice {c!r} is not finite")
-            if (type(c), c) in seen:
-                raise SpaceError(f"parameter {name!r}: duplicate choice {c!r}")
-            seen.add((type(c), c))
+            if c in seen:
+                first = seen[c]
+                if type(first) is type(c):
+                    raise SpaceError(f"parameter {name!r}: duplicate choice {c!r}")
+                raise SpaceError(
+                    f"parameter {name!r}: choices {first!r} and {c!r} clash: Python treats them as equal "
+                    f"({first!r} == {c!r}), so a configuration value cannot say which one it means; keep one "
+                    f"of them, or use distinct strings such as {str(first)!r} and {str(c)!r}"
+                )
+            seen[c] = c
 
     @property
     def numeric(self) -> bool:
@@ -288,16 +315,18 @@ class Categorical(Param):
             return np.array(sorted(self.choices), dtype=dtype)
         return np.arange(len(self.choices), dtype=np.int64)
 
+    def index(self, value: Any) -> int:
+        """Position in ``choices`` of the choice ``value`` means (see the class docstring)."""
+        i = label_index(self.choices, value)
+        if i is None:
+            raise SpaceError(f"{value!r} is not one of the choices {list(self.choices)}")
+        return i
+
     def encode(self, value: Any) -> int | float:
-        numeric = self.numeric  # O(n): computed once, not per choice
-        for i, c in enumerate(self.choices):
-            if (
-                type(c) is type(value)
-                and c == value
-                or (numeric and isinstance(value, int | float | np.integer | np.floating) and c == value)
-            ):
-                return (int(c) if self.sort == "int" else float(c)) if numeric else i
-        raise SpaceError(f"{value!r} is not one of the choices {list(self.choices)}")
+        i = self.index(value)
+        if not self.numeric:
+            return i
+        return int(self.choices[i]) if self.sort == "int" else float(self.choices[i])
 
     def decode(self, number: Any) -> Any:
         if self.numeric:
@@ -332,6 +361,9 @@ class _Vars:
 
     def __dir__(self) -> list[str]:
         return list(self._table)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Vars, (dict(self._table),))
 
 
 class Space(Mapping[str, Param]):
@@ -425,6 +457,10 @@ class Space(Mapping[str, Param]):
         return isinstance(other, Space) and self._params == other._params
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as its parameters; unpickling validates them again and re-interns the variables."""
+        return (Space, (self._params,))
 
     # -- queries --------------------------------------------------------------------------------
     @property

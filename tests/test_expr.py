@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -191,7 +193,7 @@ def test_scalar_inlining_agrees_on_large_shared_dags(data: st.DataObject, point:
 
 
 def _reference(roots: list[E.Expr], point: dict[str, int]) -> tuple[int, ...]:
-    ops = {
+    ops: dict[str, Callable[..., Any]] = {
         "add": operator.add,
         "sub": operator.sub,
         "mul": operator.mul,

@@ -1,5 +1,6 @@
 """Four worker processes share one study (SQLite, journal file, PostgreSQL): no infeasible trial, no
-error, and the pruned space is computed exactly once (study attribute counter + each worker's report)."""
+error, and the pruned space is computed exactly once (study attribute counter + each worker's report).
+``open_storage`` and ``storage_location`` are shared with test_optuna_lease.py (killed lock holders)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import optuna
 import pytest
 from dnnsat.integrations.optuna import DnnSATSampler, prune_count_key, suggest
+from dnnsat.integrations.optuna._cache import PROBLEM_KEY
 from optuna.trial import TrialState
 
 from dnnsat.zoo import synthetic_resnet_problem
@@ -21,7 +23,8 @@ TRIALS_PER_WORKER = 8
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _storage(kind: str, where: str) -> Any:
+def open_storage(kind: str, where: str) -> Any:
+    """An Optuna storage of ``kind`` ("sqlite", "journal", "postgres") at ``where`` (URL or file)."""
     if kind == "journal":
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
@@ -35,7 +38,7 @@ def _worker(kind: str, where: str, study_name: str, seed: int, barrier: Any, out
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     problem = synthetic_resnet_problem(flops_limit=1e11, params_limit=2e6)
     sampler = DnnSATSampler(problem, optuna.samplers.TPESampler(seed=seed, constant_liar=True))
-    study = optuna.load_study(study_name=study_name, storage=_storage(kind, where), sampler=sampler)
+    study = optuna.load_study(study_name=study_name, storage=open_storage(kind, where), sampler=sampler)
     seen_infeasible = 0
 
     def objective(trial: optuna.Trial) -> float:
@@ -55,7 +58,7 @@ def _worker(kind: str, where: str, study_name: str, seed: int, barrier: Any, out
 def _run_workers(kind: str, where: str) -> None:
     problem = synthetic_resnet_problem(flops_limit=1e11, params_limit=2e6)
     name = f"dnnsat-test-{uuid.uuid4().hex[:12]}"
-    optuna.create_study(study_name=name, storage=_storage(kind, where))
+    optuna.create_study(study_name=name, storage=open_storage(kind, where))
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
     out = ctx.Queue()
@@ -70,7 +73,7 @@ def _run_workers(kind: str, where: str) -> None:
     assert sum(r[2] for r in reports) == 0  # no objective saw an infeasible config
     assert sorted(bool(r[1]) for r in reports) == [False, False, False, True]  # one worker computed it
 
-    study = optuna.load_study(study_name=name, storage=_storage(kind, where))
+    study = optuna.load_study(study_name=name, storage=open_storage(kind, where))
     trials = study.get_trials(deepcopy=False)
     assert len(trials) == WORKERS * TRIALS_PER_WORKER
     assert all(t.state == TrialState.COMPLETE for t in trials)
@@ -78,30 +81,23 @@ def _run_workers(kind: str, where: str) -> None:
     assert all(t.constraints and max(t.constraints.values()) <= 0 for t in trials)
     attrs = study._storage.get_study_system_attrs(study._study_id)
     assert attrs[prune_count_key(problem.fingerprint())] == 1
-    names = [s.study_name for s in optuna.get_all_study_summaries(_storage(kind, where))]
+    assert attrs[PROBLEM_KEY] == problem.fingerprint()  # the study belongs to this problem now
+    names = [s.study_name for s in optuna.get_all_study_summaries(open_storage(kind, where))]
     assert name in names and not [n for n in names if n.startswith("dnnsat-lock:") and n.endswith(name)]
 
 
-def test_four_processes_sqlite(tmp_path: Path) -> None:
-    _run_workers("sqlite", f"sqlite:///{tmp_path / 'study.db'}")
-
-
-def test_four_processes_journal_file(tmp_path: Path) -> None:
-    _run_workers("journal", str(tmp_path / "journal.log"))
-
-
-def _postgres_url() -> str | None:
+def storage_location(kind: str, tmp_path: Path) -> str:
+    """Where ``open_storage(kind, ...)`` keeps a test's studies; skips (fails under CI) without PostgreSQL."""
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'study.db'}"
+    if kind == "journal":
+        return str(tmp_path / "journal.log")
+    in_ci = os.environ.get("CI", "").lower() == "true"
     url = os.environ.get("DNNSAT_PG_URL")
     path = REPO / ".pg" / "url"
     if not url and path.exists():
         url = path.read_text().strip()
-    return url or None
-
-
-def test_four_processes_postgres() -> None:
-    in_ci = os.environ.get("CI", "").lower() == "true"
-    url = _postgres_url()
-    if url is None:
+    if not url:
         if in_ci:
             pytest.fail("CI=true but no PostgreSQL URL: .ci/postgres.sh must run before the tests (.pg/url)")
         pytest.skip("no PostgreSQL server (run `bash .ci/postgres.sh` or set DNNSAT_PG_URL)")
@@ -113,4 +109,16 @@ def test_four_processes_postgres() -> None:
         if in_ci:
             pytest.fail(f"PostgreSQL at .pg/url does not answer: {err}")
         pytest.skip(f"PostgreSQL at .pg/url does not answer ({type(err).__name__}); rerun .ci/postgres.sh")
-    _run_workers("postgres", url)
+    return url
+
+
+def test_four_processes_sqlite(tmp_path: Path) -> None:
+    _run_workers("sqlite", storage_location("sqlite", tmp_path))
+
+
+def test_four_processes_journal_file(tmp_path: Path) -> None:
+    _run_workers("journal", storage_location("journal", tmp_path))
+
+
+def test_four_processes_postgres(tmp_path: Path) -> None:
+    _run_workers("postgres", storage_location("postgres", tmp_path))

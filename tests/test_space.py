@@ -183,7 +183,7 @@ def test_size_unconditional_and_conditional() -> None:
     )
     # a: x=1 -> z 4 values, x=2,3 -> 1 each; times both (2) -> 12; b: y 2 * both 2 = 4; c: 1
     assert s.size() == 12 + 4 + 1
-    assert ds.Space({"a": ds.Int(1, 10), "b": ds.Categorical("xyz"), "f": ds.Float(0, 1)}).size() == 30
+    assert ds.Space({"a": ds.Int(1, 10), "b": ds.Categorical(list("xyz")), "f": ds.Float(0, 1)}).size() == 30
 
 
 def _brute_force_size(space: Space) -> int:

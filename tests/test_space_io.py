@@ -71,10 +71,10 @@ def float_params(draw: Any, nice: bool = False) -> ds.Float:
 
 
 def categorical_params(elements: Any = scalars) -> Any:
-    def dedupe(xs: list[Any]) -> list[Any]:
+    def dedupe(xs: list[Any]) -> list[Any]:  # choices equal in Python (1, 1.0, True) are rejected
         out: list[Any] = []
         for x in xs:
-            if not any(type(x) is type(y) and x == y for y in out):
+            if not any(x == y for y in out):
                 out.append(x)
         return out
 

@@ -64,20 +64,21 @@ def build_network(model: Any, space: Any) -> Network:
 
 
 def _box(space: Any) -> dict[str, tuple[Any, Any]]:
-    box = {}
-    for name in space:
-        p = space[name]
-        lo, hi = p.bounds()
-        box[name] = (lo, hi)
-    return box
+    return {name: space[name].bounds() for name in space}
+
+
+def _values(space: Any) -> dict[str, Any]:
+    """Encoded values of the finite parameters (``{name: array}``)."""
+    return {name: space[name].encoded() for name in space if space[name].is_finite}
 
 
 def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
     """Build ``model`` over ``problem.space``, add its costs, validity rules and the budget's limits.
 
     Validity rules are named ``"<op>#<position>: <rule>"``; budget limits are named after the cost
-    (``"params"``, ``"flops"``, ...). A rule that fails for every configuration of an always-active op
-    raises :class:`~dnnsat.graph.GraphError` here, naming the op, its position and the rule.
+    (``"params"``, ``"flops"``, ...). A rule that fails for every configuration of an always-active op,
+    and a ``repeat`` body that changes the shape wherever it runs, raise
+    :class:`~dnnsat.graph.GraphError` here, naming the op (or repeat block), its position and the rule.
     """
     budget = budget if budget is not None else Budget()
     if not isinstance(budget, Budget):
@@ -90,7 +91,7 @@ def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
     net = build_network(model, space)
     train = budget.train
     box = _box(space)
-    net.check_always_false(box, train=train)
+    net.check_always_false(box, train=train, values=_values(space))
     problem.network = net
     exprs = cost_expressions(net, budget)
     for name, e in exprs.items():

@@ -23,6 +23,17 @@ Counting conventions (per operator, whole batch as built):
 * ``mem``: storage-level behaviour for the memory model (:class:`Mem`): which tensors the autograd
   node of the op, as materialized, keeps for backward, extra saved buffers (BatchNorm statistics,
   dropout masks, max-pool indices, attention log-sum-exp), views, transient working sets.
+
+Validity (``checks``): every tensor dimension is >= 1, so every size an operator takes (features,
+channels, kernel, stride, dilation, groups, heads, embedding rows and width, hidden size, pooling
+window and output size, reshape target) has a rule ``>= 1`` (paddings ``>= 0``), as PyTorch checks
+them on the CPU. Where PyTorch accepts 0 only to return an empty tensor (``nn.Linear(n, 0)``,
+``nn.Embedding(n, 0)``, adaptive pooling to size 0, an empty input or parameter) dnnsat still asks
+for >= 1: an empty activation carries nothing, and PyTorch gives empty tensors shapes of its own (a
+``Conv2d`` on a 0-channel input returns 0 channels). PyTorch's ``meta`` kernels skip some checks the
+CPU and CUDA kernels make (they run a conv with 0 output channels, kernel 0, dilation 0 or a negative
+padding, and an embedding lookup in 0 rows): the materializers make those checks themselves, so a
+module built on ``meta`` fails where it would fail on a real device.
 """
 
 from __future__ import annotations
@@ -259,6 +270,16 @@ def _fn_module(fn: Callable[..., Any]) -> Any:
     return Fn()
 
 
+def _device_checks(a: Attrs, positive: Sequence[str], non_negative: Sequence[str] = ()) -> None:
+    """Raise where PyTorch's CPU and CUDA kernels do but its ``meta`` kernels do not (see the module
+    docstring): a size in ``positive`` below 1, a padding in ``non_negative`` below 0."""
+    for names, low in ((positive, 1), (non_negative, 0)):
+        for name in names:
+            value = a[name]
+            if any(v < low for v in (value if isinstance(value, tuple) else (value,))):
+                raise ValueError(f"{name} must be >= {low}, got {value} (the CPU and CUDA kernels reject it)")
+
+
 def conv_out(size: Expr, k: Expr, s: Expr, p: Expr, d: Expr) -> Expr:
     """Output length of a convolution/pooling window (floor mode)."""
     return lin(lin(size + 2 * p - d * (k - 1) - 1) // s + 1)
@@ -276,7 +297,8 @@ def _input(ins: list[Shape], a: Attrs) -> OpInfo:
 @op("parameter", arity=0)
 def _parameter(ins: list[Shape], a: Attrs) -> OpInfo:
     """A learned tensor (e.g. a positional embedding table)."""
-    return OpInfo([a.shape], params=_numel(a.shape), io=_numel(a.shape))
+    checks = [_ge1("dimensions are positive", *a.shape)]
+    return OpInfo([a.shape], checks, params=_numel(a.shape), io=_numel(a.shape))
 
 
 @_parameter.torch
@@ -308,6 +330,7 @@ def _conv_infer(nd: int) -> InferFn:
             Check("groups divide in_channels", divides(g, cin)),
             Check("groups divide out_channels", divides(g, cout)),
             _ge1("kernel, stride, dilation are positive", *k, *s, *d),
+            _ge1("out_channels is positive", cout),
         ]
         if isinstance(a.padding, str):
             if a.padding == "same":
@@ -391,6 +414,8 @@ def _conv_torch(nd: int) -> TorchFn:
     def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
         import torch.nn as nn
 
+        pads = () if isinstance(a.padding, str) else ("padding",)
+        _device_checks(a, ("out_channels", "kernel_size", "stride", "dilation"), pads)
         cls = {1: nn.Conv1d, 2: nn.Conv2d}[nd]
         return cls(
             shapes[0][1],
@@ -434,6 +459,7 @@ def _conv_transpose2d(ins: list[Shape], a: Attrs) -> OpInfo:
             all_((op_[i] >= 0) & ((op_[i] < s[i]) | (op_[i] < d[i])) for i in range(2)),
         ),
         _ge1("output size is positive", *out),
+        _ge1("out_channels is positive", cout),
     ]
     y = (b, cout, *out)
     params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
@@ -446,7 +472,8 @@ def _conv_transpose2d(ins: list[Shape], a: Attrs) -> OpInfo:
 def _conv_transpose2d_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     import torch.nn as nn
 
-    # the CPU/CUDA kernels reject this, the meta kernel does not: mirror the real devices
+    # the CPU/CUDA kernels reject these, the meta kernel does not: mirror the real devices
+    _device_checks(a, ("out_channels", "kernel_size", "stride", "dilation"), ("padding", "output_padding"))
     if not all(o < s or o < d for o, s, d in zip(a.output_padding, a.stride, a.dilation)):
         raise ValueError("output padding must be smaller than either stride or dilation")
     return nn.ConvTranspose2d(
@@ -474,7 +501,8 @@ def _linear(ins: list[Shape], a: Attrs) -> OpInfo:
     rows = prod(x[:-1])
     params = fin * fout + (fout if a.bias else 0)
     mem = Mem(saves=("in0",), largest_param=fin * fout)
-    return OpInfo([y], params=params, macs=rows * fin * fout, saved=_numel(x), mem=mem)
+    checks = [_ge1("out_features is positive", fout)]
+    return OpInfo([y], checks, params=params, macs=rows * fin * fout, saved=_numel(x), mem=mem)
 
 
 @_linear.torch
@@ -543,13 +571,16 @@ def _embedding(ins: list[Shape], a: Attrs) -> OpInfo:
     y = (*x, a.dim)
     saved = 2 * _numel(x)  # int64 ids: 8 bytes = 2 float32 elements
     mem = Mem(saves=("in0",))
-    return OpInfo([y], params=a.num_embeddings * a.dim, saved=saved, io=_numel(x) + 2 * _numel(y), mem=mem)
+    checks = [_ge1("num_embeddings and dim are positive", a.num_embeddings, a.dim)]
+    params = a.num_embeddings * a.dim
+    return OpInfo([y], checks, params=params, saved=saved, io=_numel(x) + 2 * _numel(y), mem=mem)
 
 
 @_embedding.torch
 def _embedding_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     import torch.nn as nn
 
+    _device_checks(a, ("num_embeddings",))  # the meta device does not look the ids up
     return nn.Embedding(a.num_embeddings, a.dim)
 
 
@@ -984,12 +1015,12 @@ def _flatten_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 
 @op("reshape")
 def _reshape(ins: list[Shape], a: Attrs) -> OpInfo:
-    """Reshape to ``shape`` (at most one ``-1`` entry, inferred)."""
+    """Reshape to ``shape``: entries >= 1 and at most one constant ``-1`` (inferred)."""
     (x,) = ins
     target = list(a.shape)
     known = prod([d for d in target if not (d.is_const and d.value == -1)])
     free = [i for i, d in enumerate(target) if d.is_const and d.value == -1]
-    checks = []
+    checks = [_ge1("target dimensions are positive", *(d for i, d in enumerate(target) if i not in free))]
     if free:
         target[free[0]] = _numel(x) // known
         checks.append(

@@ -10,11 +10,27 @@ rules become ``~gate | rule``. Structural mistakes (wrong ranks, missing attribu
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..expr import Const, Expr, ExprLike, all_, any_, as_expr, compile_scalar, interval, sum_, where
+import numpy as np
+
+from ..expr import (
+    Const,
+    Expr,
+    ExprLike,
+    all_,
+    any_,
+    as_expr,
+    compile_scalar,
+    compile_vectorized,
+    interval,
+    sum_,
+    where,
+)
 from ._catalog import CATALOG, Attrs, Check, OpInfo, Shape, eq, lin, prod
 
 __all__ = ["Network", "Tensor", "Node", "GraphError", "encode_config"]
@@ -77,27 +93,34 @@ class _Built:
     layout: list[tuple[str, Any]] = field(default_factory=list)
 
 
-def _tuple(value: Any, n: int, what: str, where_: str) -> tuple[Expr, ...]:
-    if isinstance(value, tuple | list):
-        if len(value) != n:
-            raise GraphError(f"{where_}: {what} needs {n} values, got {len(value)}")
-        return tuple(as_expr(v) for v in value)
-    try:
-        return (as_expr(value),) * n
-    except TypeError:
-        raise GraphError(
-            f"{where_}: {what} must be an int, an expression or a tuple, got {value!r}"
-        ) from None
-
-
-def _int_expr(value: Any, what: str, where_: str) -> Expr:
+def _int_expr(value: Any, what: str, where_: str, low: int | None = None) -> Expr:
+    """``value`` as an integer expression; a plain int below ``low`` is a :class:`GraphError` at once."""
     try:
         e = as_expr(value)
     except TypeError:
         raise GraphError(f"{where_}: {what} must be an int or an integer expression, got {value!r}") from None
     if e.sort != "int":
         raise GraphError(f"{where_}: {what} must be an integer expression, got {e} of sort {e.sort}")
+    if low is not None and not isinstance(value, Expr) and e.value < low:
+        raise GraphError(f"{where_}: {what} must be >= {low}, got {value!r}")
     return e
+
+
+def _tuple(value: Any, n: int, what: str, where_: str, low: int | None = None) -> tuple[Expr, ...]:
+    """``n`` integer expressions from one value (repeated) or a tuple/list of ``n`` (as :func:`_int_expr`)."""
+    items = list(value) if isinstance(value, tuple | list) else [value] * n
+    if len(items) != n:
+        raise GraphError(f"{where_}: {what} needs {n} values, got {len(items)}")
+    return tuple(_int_expr(v, what, where_, low) for v in items)
+
+
+def _axis(dim: Any, ndim: int, what: str, where_: str) -> int:
+    """A dimension index of a ``ndim``-D tensor, normalised to ``0 <= dim < ndim`` (as PyTorch checks it)."""
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or not -ndim <= int(dim) < ndim:
+        raise GraphError(
+            f"{where_}: {what} must be an int in [{-ndim}, {ndim - 1}] for a {ndim}-D input, got {dim!r}"
+        )
+    return int(dim) % ndim
 
 
 class Network:
@@ -116,6 +139,7 @@ class Network:
         self.inputs: list[Tensor] = []
         self.outputs: list[Tensor] = []
         self.extra_checks: list[tuple[str, Check]] = []  # (label, check) not tied to a catalog op
+        self.repeat_blocks: list[_RepeatBlock] = []  # shape rules of repeat bodies, in build order
         self._gate: Expr = Const(True)
         self._counts: dict[str, int] = {}
         self._built: _Built | None = None
@@ -182,16 +206,16 @@ class Network:
         """A network input of the given shape (``dtype`` ``"float32"`` or ``"int64"`` for token ids)."""
         if dtype not in ("float32", "int64"):
             raise GraphError(f"input: dtype must be 'float32' or 'int64', got {dtype!r}")
-        shp = tuple(_int_expr(d, "shape", "input") for d in shape)
+        shp = tuple(_int_expr(d, "shape", self._label("input", name), low=1) for d in shape)
         t = self.apply("input", [], name=name, shape=shp, dtype=dtype)
         self.inputs.append(t)
         return t
 
     def parameter(self, shape: Sequence[ExprLike], name: str | None = None) -> Tensor:
         """A learned tensor of the given shape (counted in params)."""
-        return self.apply(
-            "parameter", [], name=name, shape=tuple(_int_expr(d, "shape", "parameter") for d in shape)
-        )
+        where_ = self._label("parameter", name)
+        shp = tuple(_int_expr(d, "shape", where_, low=1) for d in shape)
+        return self.apply("parameter", [], name=name, shape=shp)
 
     def output(self, *tensors: Tensor) -> Network:
         """Mark the network outputs; returns the network (so ``build`` can ``return net.output(x)``)."""
@@ -226,17 +250,17 @@ class Network:
                 )
             pad: Any = padding
         else:
-            pad = _tuple(padding, nd, "padding", where_)
+            pad = _tuple(padding, nd, "padding", where_, low=0)
         return self.apply(
             op,
             [x],
             name=name,
-            out_channels=_int_expr(out_channels, "out_channels", where_),
-            kernel_size=_tuple(kernel_size, nd, "kernel_size", where_),
-            stride=_tuple(stride, nd, "stride", where_),
+            out_channels=_int_expr(out_channels, "out_channels", where_, low=1),
+            kernel_size=_tuple(kernel_size, nd, "kernel_size", where_, low=1),
+            stride=_tuple(stride, nd, "stride", where_, low=1),
             padding=pad,
-            dilation=_tuple(dilation, nd, "dilation", where_),
-            groups=_int_expr(groups, "groups", where_),
+            dilation=_tuple(dilation, nd, "dilation", where_, low=1),
+            groups=_int_expr(groups, "groups", where_, low=1),
             bias=bool(bias),
         )
 
@@ -282,8 +306,10 @@ class Network:
         name: str | None = None,
     ) -> Tensor:
         """Depthwise 2-D convolution (``groups = in_channels``, ``out = multiplier * in_channels``)."""
-        c = x.shape[1]
-        return self.conv2d(x, as_expr(multiplier) * c, kernel_size, stride, padding, dilation, c, bias, name)
+        where_ = self._label("conv2d", name)
+        c = self._check_tensor(x, where_).shape[1]
+        m = _int_expr(multiplier, "multiplier", where_, low=1)
+        return self.conv2d(x, m * c, kernel_size, stride, padding, dilation, c, bias, name)
 
     def pointwise(
         self, x: Tensor, out_channels: ExprLike, bias: bool = True, name: str | None = None
@@ -315,13 +341,13 @@ class Network:
             "conv_transpose2d",
             [x],
             name=name,
-            out_channels=_int_expr(out_channels, "out_channels", where_),
-            kernel_size=_tuple(kernel_size, 2, "kernel_size", where_),
-            stride=_tuple(stride, 2, "stride", where_),
-            padding=_tuple(padding, 2, "padding", where_),
-            output_padding=_tuple(output_padding, 2, "output_padding", where_),
-            dilation=_tuple(dilation, 2, "dilation", where_),
-            groups=_int_expr(groups, "groups", where_),
+            out_channels=_int_expr(out_channels, "out_channels", where_, low=1),
+            kernel_size=_tuple(kernel_size, 2, "kernel_size", where_, low=1),
+            stride=_tuple(stride, 2, "stride", where_, low=1),
+            padding=_tuple(padding, 2, "padding", where_, low=0),
+            output_padding=_tuple(output_padding, 2, "output_padding", where_, low=0),
+            dilation=_tuple(dilation, 2, "dilation", where_, low=1),
+            groups=_int_expr(groups, "groups", where_, low=1),
             bias=bool(bias),
         )
 
@@ -336,7 +362,7 @@ class Network:
             "linear",
             [x],
             name=name,
-            out_features=_int_expr(out_features, "out_features", where_),
+            out_features=_int_expr(out_features, "out_features", where_, low=1),
             bias=bool(bias),
         )
 
@@ -365,8 +391,8 @@ class Network:
             "embedding",
             [ids],
             name=name,
-            num_embeddings=_int_expr(num_embeddings, "num_embeddings", where_),
-            dim=_int_expr(dim, "dim", where_),
+            num_embeddings=_int_expr(num_embeddings, "num_embeddings", where_, low=1),
+            dim=_int_expr(dim, "dim", where_, low=1),
         )
 
     def attention(
@@ -382,8 +408,8 @@ class Network:
         where_ = self._label("attention", name)
         if self._check_tensor(x, where_).ndim != 3:
             raise GraphError(f"{where_}: expects a (batch, sequence, width) input, got {x.ndim}-D")
-        h = _int_expr(heads, "heads", where_)
-        kvh = h if kv_heads is None else _int_expr(kv_heads, "kv_heads", where_)
+        h = _int_expr(heads, "heads", where_, low=1)
+        kvh = h if kv_heads is None else _int_expr(kv_heads, "kv_heads", where_, low=1)
         return self.apply(
             "attention", [x], name=name, heads=h, kv_heads=kvh, causal=bool(causal), bias=bool(bias)
         )
@@ -401,13 +427,15 @@ class Network:
         where_ = self._label(kind, name)
         if self._check_tensor(x, where_).ndim != 3:
             raise GraphError(f"{where_}: expects a (batch, sequence, features) input, got {x.ndim}-D")
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise GraphError(f"{where_}: num_layers must be a positive int (use repeat for a variable depth)")
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise GraphError(
+                f"{where_}: num_layers must be an int >= 1 (a variable depth is a repeat), got {num_layers!r}"
+            )
         return self.apply(
             kind,
             [x],
             name=name,
-            hidden_size=_int_expr(hidden_size, "hidden_size", where_),
+            hidden_size=_int_expr(hidden_size, "hidden_size", where_, low=1),
             num_layers=num_layers,
             bidirectional=bool(bidirectional),
             bias=bool(bias),
@@ -459,9 +487,8 @@ class Network:
         where_ = self._label("groupnorm", name)
         if self._check_tensor(x, where_).ndim < 2:
             raise GraphError(f"{where_}: expects an input with a channel dimension")
-        return self.apply(
-            "groupnorm", [x], name=name, groups=_int_expr(groups, "groups", where_), affine=bool(affine)
-        )
+        g = _int_expr(groups, "groups", where_, low=1)
+        return self.apply("groupnorm", [x], name=name, groups=g, affine=bool(affine))
 
     # -- elementwise ------------------------------------------------------------------------------
     def _unary(self, op: str, x: Tensor, name: str | None, **attrs: Any) -> Tensor:
@@ -498,9 +525,14 @@ class Network:
         return self._unary("relu6", x, name)
 
     def softmax(self, x: Tensor, dim: int = -1, name: str | None = None) -> Tensor:
-        return self._unary("softmax", x, name, dim=dim)
+        where_ = self._label("softmax", name)
+        axis = _axis(dim, self._check_tensor(x, where_).ndim, "dim", where_)
+        return self._unary("softmax", x, name, dim=axis)
 
     def dropout(self, x: Tensor, p: float = 0.1, name: str | None = None) -> Tensor:
+        """``nn.Dropout(p)``, ``0 <= p <= 1``."""
+        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 <= p <= 1:
+            raise GraphError(f"{self._label('dropout', name)}: p must be a number in [0, 1], got {p!r}")
         return self._unary("dropout", x, name, p=float(p))
 
     def zero(self, x: Tensor, name: str | None = None) -> Tensor:
@@ -512,8 +544,9 @@ class Network:
 
     def mean(self, x: Tensor, dim: int, name: str | None = None) -> Tensor:
         """Mean over ``dim`` (the dimension is removed)."""
-        dim = dim % x.ndim
-        return self._unary("mean", x, name, dim=dim)
+        where_ = self._label("mean", name)
+        axis = _axis(dim, self._check_tensor(x, where_).ndim, "dim", where_)
+        return self._unary("mean", x, name, dim=axis)
 
     def add(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
         """Elementwise sum with PyTorch broadcasting (residual connections)."""
@@ -542,14 +575,14 @@ class Network:
             raise GraphError(
                 f"{where_}: expects a {nd + 2}-D input (batch, channels, spatial...), got {x.ndim}-D"
             )
-        k = _tuple(kernel_size, nd, "kernel_size", where_)
+        k = _tuple(kernel_size, nd, "kernel_size", where_, low=1)
         attrs: dict[str, Any] = dict(
             kernel_size=k,
-            stride=k if stride is None else _tuple(stride, nd, "stride", where_),
-            padding=_tuple(padding, nd, "padding", where_),
+            stride=k if stride is None else _tuple(stride, nd, "stride", where_, low=1),
+            padding=_tuple(padding, nd, "padding", where_, low=0),
         )
         if kind == "max":
-            attrs["dilation"] = _tuple(dilation, nd, "dilation", where_)
+            attrs["dilation"] = _tuple(dilation, nd, "dilation", where_, low=1)
         else:
             attrs["count_include_pad"] = bool(count_include_pad)
         return self.apply(op, [x], name=name, **attrs)
@@ -605,7 +638,8 @@ class Network:
             raise GraphError(
                 f"{where_}: expects a {nd + 2}-D input (batch, channels, spatial...), got {x.ndim}-D"
             )
-        return self.apply(op, [x], name=name, output_size=_tuple(output_size, nd, "output_size", where_))
+        size = _tuple(output_size, nd, "output_size", where_, low=1)
+        return self.apply(op, [x], name=name, output_size=size)
 
     def adaptive_avgpool2d(self, x: Tensor, output_size: Any = 1, name: str | None = None) -> Tensor:
         return self._adaptive("avg", 2, x, output_size, name)
@@ -654,29 +688,48 @@ class Network:
             raise GraphError(f"{where_}: needs at least one tensor")
         if len({t.ndim for t in ts}) != 1:
             raise GraphError(f"{where_}: all tensors need the same rank, got {[t.ndim for t in ts]}")
-        return self.apply("concat", ts, name=name, dim=dim % ts[0].ndim)
+        return self.apply("concat", ts, name=name, dim=_axis(dim, ts[0].ndim, "dim", where_))
 
     def flatten(self, x: Tensor, start_dim: int = 1, end_dim: int = -1, name: str | None = None) -> Tensor:
-        n = self._check_tensor(x, self._label("flatten", name)).ndim
-        return self.apply("flatten", [x], name=name, start_dim=start_dim % n, end_dim=end_dim % n)
+        """``torch.flatten`` of dimensions ``start_dim..end_dim`` (inclusive) into one."""
+        where_ = self._label("flatten", name)
+        n = self._check_tensor(x, where_).ndim
+        lo, hi = _axis(start_dim, n, "start_dim", where_), _axis(end_dim, n, "end_dim", where_)
+        if lo > hi:
+            raise GraphError(f"{where_}: start_dim {start_dim} comes after end_dim {end_dim} ({n}-D input)")
+        return self.apply("flatten", [x], name=name, start_dim=lo, end_dim=hi)
 
     def reshape(self, x: Tensor, shape: Sequence[ExprLike], name: str | None = None) -> Tensor:
-        """Reshape (at most one ``-1`` entry, inferred); the element count must be preserved."""
+        """Reshape; each target dimension is >= 1 or a literal ``-1`` (at most one, inferred).
+
+        The element count must be preserved. A symbolic dimension is not inferred when it evaluates to
+        ``-1``: it must be >= 1 (a validity rule).
+        """
         where_ = self._label("reshape", name)
         shp = tuple(_int_expr(d, "shape", where_) for d in shape)
+        for d, value in zip(shp, shape):
+            if not isinstance(value, Expr) and d.value < 1 and d.value != -1:
+                raise GraphError(f"{where_}: shape must be >= 1 or -1 (inferred), got {value!r}")
         if sum(1 for d in shp if d.is_const and d.value == -1) > 1:
             raise GraphError(f"{where_}: at most one -1 in the target shape")
         return self.apply("reshape", [x], name=name, shape=shp)
 
     def permute(self, x: Tensor, dims: Sequence[int], name: str | None = None) -> Tensor:
+        """``x.permute(*dims)`` (copied to a contiguous tensor)."""
         where_ = self._label("permute", name)
-        if sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
-            raise GraphError(f"{where_}: dims {list(dims)} are not a permutation of {x.ndim} dimensions")
-        return self.apply("permute", [x], name=name, dims=tuple(d % x.ndim for d in dims))
+        n = self._check_tensor(x, where_).ndim
+        axes = tuple(_axis(d, n, "dims", where_) for d in dims)
+        if sorted(axes) != list(range(n)):
+            raise GraphError(f"{where_}: dims {list(dims)} are not a permutation of {n} dimensions")
+        return self.apply("permute", [x], name=name, dims=axes)
 
     def transpose(self, x: Tensor, dim0: int, dim1: int, name: str | None = None) -> Tensor:
-        dims = list(range(x.ndim))
-        dims[dim0 % x.ndim], dims[dim1 % x.ndim] = dims[dim1 % x.ndim], dims[dim0 % x.ndim]
+        """Swap ``dim0`` and ``dim1`` (a :meth:`permute`)."""
+        where_ = self._label("permute", name)
+        n = self._check_tensor(x, where_).ndim
+        a, b = _axis(dim0, n, "dim0", where_), _axis(dim1, n, "dim1", where_)
+        dims = list(range(n))
+        dims[a], dims[b] = dims[b], dims[a]
         return self.permute(x, dims, name)
 
     # -- control: depth and op choices --------------------------------------------------------------
@@ -723,14 +776,21 @@ class Network:
         """Apply ``body(i, x)`` for ``i < n`` (``n`` symbolic, at most ``max``): a depth choice.
 
         Block ``i`` runs only when ``n > i``: its costs are selected with ``where(n > i, ...)`` and
-        its output must keep the input shape (a validity rule). Returns the last block's output.
+        its output must keep the input shape (a validity rule, ``"repeat#k: block i keeps the shape"``;
+        a body that changes the shape wherever it runs is a :class:`GraphError`, here when the shapes
+        are constants, else when the Problem is built). ``0 <= n <= max`` are validity rules too.
+        Returns the last block's output.
         """
         label = f"repeat#{len(self.nodes)}"
-        depth = _int_expr(n, "n", label)
-        if not isinstance(max, int) or max < 0:
+        depth = _int_expr(n, "n", label, low=0)
+        if isinstance(max, bool) or not isinstance(max, int) or max < 0:
             raise GraphError(f"{label}: max must be a non-negative int, got {max!r}")
+        if depth.is_const and depth.value > max:
+            raise GraphError(f"{label}: n must be <= max={max}, got {depth.value}")
         x = self.last if x is None else self._check_tensor(x, label)
-        self.extra_checks.append((label, Check(f"depth at most max={max}", depth <= max)))
+        outer = self._gate
+        for rule, ok in ((f"depth at most max={max}", depth <= max), ("depth is non-negative", depth >= 0)):
+            self.extra_checks.append((label, Check(rule, (~outer) | ok)))
         for i in range(max):
             cond = depth > i
             if cond.is_const and not cond.value:
@@ -740,9 +800,12 @@ class Network:
             if y.ndim != x.ndim:
                 raise GraphError(f"{label}: block {i} changes the rank from {x.ndim} to {y.ndim}")
             same = all_(eq(p, q) for p, q in zip(y.shape, x.shape))
-            check = Check(f"block {i} keeps the shape", same)
-            self.extra_checks.append((label, Check(check.rule, (~(self._gate & cond)) | same)))
-            self._static_check(label, Check(check.rule, same), self._gate & cond)
+            active = outer & cond
+            block = _RepeatBlock(label, i, active, same, x.shape, y.shape)
+            if same.is_const and not same.value and not (active.is_const and not active.value):
+                raise GraphError(block.message(""))
+            self.extra_checks.append((label, Check(f"block {i} keeps the shape", (~active) | same)))
+            self.repeat_blocks.append(block)
             x = self._select([(cond, y), (Const(True), x)], same_shape=True, label=label) if y is not x else x
         return x
 
@@ -860,11 +923,24 @@ class Network:
         """Symbolic totals: ``params``, ``macs``, ``flops`` (2/MAC), ``ops``, ``saved``, ``io`` (elements)."""
         return {k: self.total(k) for k in ("params", "macs", "flops", "ops", "saved", "io")}
 
-    def check_always_false(self, box: Mapping[str, tuple[Any, Any]], train: bool = True) -> None:
-        """Raise :class:`GraphError` for rules of always-active ops that fail on every config of ``box``.
+    def check_always_false(
+        self,
+        box: Mapping[str, tuple[Any, Any]],
+        train: bool = True,
+        values: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Raise :class:`GraphError` for a network no configuration of the space can make valid.
 
-        Uses sound interval bounds, so it never rejects a network that has a valid configuration.
+        Two kinds of mistakes: a rule of an always-active op that fails on every config of ``box``
+        (``{name: (low, high)}``; sound interval bounds, so a network with a valid configuration is
+        never rejected), and a ``repeat`` body that changes the shape wherever it runs. The latter is
+        decided exactly by enumerating the encoded ``values`` (``{name: array}`` of finite
+        parameters) of the variables it reads when they are at most ``2**18`` combinations, else by
+        interval bounds.
         """
+        for block in self.repeat_blocks:
+            if block.changes_shape(box, values or {}):
+                raise GraphError(block.message(" in every configuration of the space where it runs"))
         items = [
             (f"{n.label}: {c.rule}", c.expr)
             for n in self.ops()
@@ -947,6 +1023,44 @@ class Network:
 
     def __repr__(self) -> str:
         return f"Network({self.name!r}, {len(self.ops())} ops, {len(self.inputs)} inputs)"
+
+
+_ENUMERATE_LIMIT = 1 << 18  # combinations enumerated exactly by check_always_false
+
+
+@dataclass(frozen=True, eq=False)
+class _RepeatBlock:
+    """Block ``index`` of a ``repeat``: it runs when ``active``; ``same``: its output keeps the shape."""
+
+    label: str
+    index: int
+    active: Expr
+    same: Expr
+    before: Shape
+    after: Shape
+
+    def message(self, where_: str) -> str:
+        def text(shape: Shape) -> str:
+            return "(" + ", ".join(str(d) for d in shape) + ")"
+
+        return (
+            f"{self.label}: block {self.index} changes the shape {text(self.before)} -> {text(self.after)}"
+            f"{where_}; a repeated body must return a tensor of its input's shape (change the shape "
+            f"before or after the repeat)"
+        )
+
+    def changes_shape(self, box: Mapping[str, tuple[Any, Any]], values: Mapping[str, Any]) -> bool:
+        """True when the block can run but keeps the shape in no configuration where it runs."""
+        names = sorted(self.active.variables() | self.same.variables())
+        if all(n in values for n in names) and math.prod(len(values[n]) for n in names) <= _ENUMERATE_LIMIT:
+            grids = np.meshgrid(*(np.asarray(values[n]) for n in names), indexing="ij")
+            cols = {n: g.ravel() for n, g in zip(names, grids)}
+            active, same = compile_vectorized([self.active, self.same], box)(cols)
+            return bool(np.any(active)) and not bool(np.any(np.logical_and(active, same)))
+        if not set(names) <= set(box):
+            return False
+        bounds = interval([self.active, self.same], box)
+        return bool(bounds[id(self.active)][1]) and not bounds[id(self.same)][1]
 
 
 @dataclass

@@ -8,6 +8,7 @@ memory is allocated.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -72,8 +73,8 @@ class GraphModule(nn.Module):
                 out, label, ins = data
                 values[out] = self.layers[label](*(values[i] for i in ins))
             elif kind == "input":
-                out, pos = data
-                values[out] = inputs[pos]
+                out, index = data
+                values[out] = inputs[index]
             else:
                 out, chosen, other, label = data
                 if chosen is None:
@@ -131,7 +132,7 @@ def concretize(net: Network, config: Mapping[str, Any], space: Any = None) -> Co
 def to_torch(
     network_or_build: Any, config: Mapping[str, Any], space: Any = None, device: str | torch.device = "cpu"
 ) -> GraphModule:
-    """A runnable ``nn.Module`` for ``config`` (on ``device``; ``"meta"`` allocates no weights).
+    """A runnable ``nn.Module`` for ``config`` on ``device`` (``"meta"`` allocates no weights).
 
     ``network_or_build`` is a :class:`~dnnsat.graph.Network`, a Problem built with a model, or a
     build function (then ``space`` is required). Inputs: :func:`example_inputs`.
@@ -142,16 +143,27 @@ def to_torch(
         return GraphModule(conc)
 
 
-def example_inputs(module: GraphModule, device: str | torch.device = "meta") -> tuple[Any, ...]:
-    """Input tensors of the right shapes (floats: random, token ids: zeros) for ``module``."""
+def _module_device(module: torch.nn.Module) -> torch.device:
+    """The device of ``module``'s first parameter or buffer (``cpu`` when it has none)."""
+    for tensor in itertools.chain(module.parameters(), module.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+def example_inputs(module: GraphModule, device: str | torch.device | None = None) -> tuple[Any, ...]:
+    """Input tensors of the right shapes and dtypes for ``module`` (floats: standard normal, token ids: 0).
+
+    ``device`` defaults to the module's own device (of its first parameter or buffer), so
+    ``module(*example_inputs(module))`` runs as is: on the CPU for a default :func:`to_torch`, without
+    allocating anything for ``to_torch(..., device="meta")``.
+    """
+    device = _module_device(module) if device is None else torch.device(device)
     out = []
     for shape, dtype in zip(module.input_shapes, module.input_dtypes):
         if dtype == "int64":
             out.append(torch.zeros(shape, dtype=torch.long, device=device))
+        elif device.type == "meta":
+            out.append(torch.empty(shape, device=device))
         else:
-            out.append(
-                torch.randn(shape, device=device)
-                if str(device) != "meta"
-                else torch.empty(shape, device=device)
-            )
+            out.append(torch.randn(shape, device=device))
     return tuple(out)

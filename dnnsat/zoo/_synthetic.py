@@ -1,4 +1,13 @@
-"""The "synthetic ResNet" reference problem (DESIGN §10), built from raw expressions."""
+"""The "synthetic ResNet" reference problem, built from raw expressions (no network graph).
+
+A ResNet-like space of four stages: widths ``w0..w3``, depths ``d0..d3``, batch ``b``, resolution ``r``
+and kernel ``k``; stage ``i`` works at resolution ``r // 2**i``. With ``c_0 = w0``, ``c_i = w_{i-1}``::
+
+    flops  = 2·b·r²·3·w0·k² + Σ_i [2·b·s_i²·c_i·w_i·k² + Σ_{j=1..4} where(d_i ≥ j, 4·b·s_i²·w_i²·k², 0)]
+    params = 3·w0·k² + Σ_i [c_i·w_i·k² + Σ_{j=1..4} where(d_i ≥ j, 2·w_i²·k², 0)] + 1000·w3
+
+with ``s_i = r // 2**i``. Default limits: ``flops <= 2e12`` and ``params <= 20e6`` (about 5.5 % feasible).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ def synthetic_resnet_space() -> Space:
 
 
 def synthetic_resnet_costs(space: Space) -> tuple[Expr, Expr]:
-    """(forward FLOPs, parameter count) of the synthetic ResNet, exactly as DESIGN §10 defines them."""
+    """(forward FLOPs, parameter count) of the synthetic ResNet, as the module docstring defines them."""
     v = space.vars
     b, r, k = v.b, v.r, v.k
     k2 = k * k

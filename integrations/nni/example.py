@@ -32,6 +32,12 @@ After ``nnictl algo register --meta <path of dnnsat_tuner.yml>`` the tuner is al
 ``exp.config.tuner = AlgorithmConfig(name="DnnSAT", class_args={...})`` (``--registered DnnSAT`` here).
 The trial of this example (``python -m dnnsat.integrations.nni.example trial``) reports a synthetic
 score instead of training a network.
+
+``--problem module:attr`` takes your own problem (a Problem or a factory; ``--flops-limit`` and
+``--params-limit`` become factory arguments). The module is imported here first, from the current
+directory or ``PYTHONPATH``, and an import error is reported in one line (exit code 2). NNI builds the
+tuner in a separate dispatcher process that starts in NNI's log directory, so the directory the module
+was imported from is handed to it (``code_directory`` and ``PYTHONPATH``): no ``PYTHONPATH`` is needed.
 """
 
 from __future__ import annotations
@@ -39,16 +45,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dnnsat.cli import UserModuleError, import_user_module
+
 from ._tuner import load_problem
 
-__all__ = ["synthetic_score", "trial", "run_experiment", "main"]
+__all__ = ["problem_code_directory", "synthetic_score", "trial", "run_experiment", "main"]
 
 _TERMINAL = ("DONE", "STOPPED", "ERROR", "VIEWED")
 
@@ -68,6 +78,60 @@ def trial() -> None:
 
     params = nni.get_next_parameter()
     nni.report_final_result(synthetic_score(params))
+
+
+def problem_code_directory(problem: str) -> Path | None:
+    """Import the module of ``problem`` (``"pkg.module:attr"``) and return the directory it comes from.
+
+    The module is looked up in the current directory first, then on ``sys.path``; an error raised while
+    importing it becomes a one-line :class:`~dnnsat.cli.UserModuleError`. The result is the directory that
+    must be on the import path of NNI's dispatcher for it to import ``problem`` too, or ``None`` when the
+    module is importable from elsewhere anyway (an installed package).
+    """
+    if ":" in problem:
+        module_name = problem.partition(":")[0]
+    elif "." in problem:
+        module_name = problem.rpartition(".")[0]
+    else:
+        raise UserModuleError(f"--problem {problem!r} is not an import path; write 'module:attr'")
+    origin = getattr(import_user_module(module_name, f"--problem {problem}"), "__file__", None)
+    if origin is None:  # a namespace package
+        return None
+    root = Path(origin).resolve().parent
+    if Path(origin).name == "__init__.py":
+        root = root.parent
+    for _ in range(module_name.count(".")):
+        root = root.parent
+    return None if _found_elsewhere(module_name.split(".")[0], root) else root
+
+
+def _found_elsewhere(top: str, directory: Path) -> bool:
+    """Whether the top-level module ``top`` is importable without ``directory`` or the current one."""
+    here = {directory, Path.cwd().resolve()}
+    saved = sys.path[:]
+    sys.path[:] = [p for p in saved if p and Path(p).resolve() not in here]
+    try:
+        return any(
+            getattr(finder, "find_spec", None) is not None and finder.find_spec(top, None) is not None
+            for finder in sys.meta_path
+        )
+    finally:
+        sys.path[:] = saved
+
+
+@contextmanager
+def _pythonpath(directory: Path | None) -> Iterator[None]:
+    """Prepend ``directory`` to ``PYTHONPATH`` while NNI starts (its manager passes it to the dispatcher)."""
+    old = os.environ.get("PYTHONPATH")
+    if directory is not None:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(directory), *filter(None, [old])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
 
 
 def free_port() -> int:
@@ -92,13 +156,17 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run a local NNI experiment with the DnnSAT tuner and return what happened.
 
-    ``registered_name`` uses the tuner by its ``nnictl algo register`` name instead of its class name.
-    The result has ``status`` (NNI's final experiment status), ``trials`` (``[{"id", "status",
-    "parameters", "value"}]``), ``dispatcher_log`` (the tuner's log text) and ``seconds``. The experiment
-    is stopped before returning; its files stay under ``workdir/nni-experiments``.
+    ``problem`` is an import path (``"module:attr"``); its module is imported here first
+    (:func:`problem_code_directory`, ``UserModuleError`` when it fails) and its directory is put
+    on the dispatcher's import path. ``registered_name`` uses the tuner by its ``nnictl algo register``
+    name instead of its class name. The result has ``status`` (NNI's final experiment status), ``trials``
+    (``[{"id", "status", "parameters", "value"}]``), ``dispatcher_log`` (the tuner's log text) and
+    ``seconds``. The experiment is stopped before returning; its files stay under
+    ``workdir/nni-experiments``.
     """
     from nni.experiment import AlgorithmConfig, CustomAlgorithmConfig, Experiment
 
+    code_dir = problem_code_directory(problem)
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     space = load_problem(problem, problem_args).space.to_nni()
@@ -123,7 +191,7 @@ def run_experiment(
     else:
         config.tuner = CustomAlgorithmConfig(
             class_name="dnnsat.integrations.nni.DnnSATTuner",
-            code_directory=str(workdir),
+            code_directory=str(code_dir or workdir),
             class_args=class_args,
         )
     log_file = workdir / "nni-experiments" / exp.id / "log" / "dispatcher.log"
@@ -131,7 +199,8 @@ def run_experiment(
     status = "NOT_STARTED"
     jobs: list[Any] = []
     try:
-        exp.start(port or free_port())
+        with _pythonpath(code_dir):
+            exp.start(port or free_port())
         while time.monotonic() - start < timeout:
             status = exp.get_status()
             jobs = exp.list_trial_jobs()
@@ -165,7 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m dnnsat.integrations.nni.example", description=__doc__.split("\n")[0]
     )
     parser.add_argument("command", nargs="?", default="run", choices=["run", "trial"])
-    parser.add_argument("--problem", default="dnnsat.zoo:synthetic_resnet_problem")
+    parser.add_argument(
+        "--problem",
+        default="dnnsat.zoo:synthetic_resnet_problem",
+        metavar="MODULE:ATTR",
+        help="a Problem or a factory of one, importable from the current directory or PYTHONPATH",
+    )
     parser.add_argument("--flops-limit", type=float)
     parser.add_argument("--params-limit", type=float)
     parser.add_argument("--base-tuner", default="TPE")
@@ -185,17 +259,21 @@ def main(argv: list[str] | None = None) -> int:
         if v is not None
     }
     base_args = {"optimize_mode": "maximize"} if args.base_tuner not in ("Random", "GridSearch") else {}
-    result = run_experiment(
-        problem=args.problem,
-        problem_args=problem_args,
-        base_tuner=args.base_tuner,
-        base_args=base_args,
-        mode=args.mode,
-        trials=args.trials,
-        concurrency=args.concurrency,
-        workdir=args.workdir,
-        registered_name=args.registered,
-    )
+    try:
+        result = run_experiment(
+            problem=args.problem,
+            problem_args=problem_args,
+            base_tuner=args.base_tuner,
+            base_args=base_args,
+            mode=args.mode,
+            trials=args.trials,
+            concurrency=args.concurrency,
+            workdir=args.workdir,
+            registered_name=args.registered,
+        )
+    except UserModuleError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=repr))
     for t in result["trials"]:
