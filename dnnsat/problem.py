@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import itertools
@@ -545,15 +546,16 @@ class Problem:
 
     # -- searching ----------------------------------------------------------------------------------
     def _fixed_box(
-        self, given: Mapping[str, Any] | None, dom: Domain | None = None
+        self, given: Mapping[str, Any] | None, dom: Domain | None = None, active: Iterable[str] = ()
     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        """Boxes fixing the ``given`` values; a given conditional parameter must be active, so its
-        unfixed parents are restricted to activating values (one box per combination)."""
+        """Boxes fixing the ``given`` values; a given conditional parameter (and each one in ``active``)
+        must be active, so its unfixed parents are restricted to activating values (one box per
+        combination); no box when a given parent switches it off."""
         dom = dom or self._c().domain
         cfg = self.space.validate(dict(given or {}), partial=True)
         fixed = dom.encode_config(cfg)
         allowed: dict[str, set[int]] = {}
-        todo = [n for n in cfg if self.space[n].condition]
+        todo = [n for n in [*cfg, *active] if all(q in dom.index for q in self.space[n].condition or [0])]
         while todo:
             child = todo.pop()
             for parent, values in (self.space[child].condition or {}).items():
@@ -615,7 +617,7 @@ class Problem:
         if not p.is_finite:
             spans = self.feasible_intervals(name, given)
             return [spans[0][0], spans[-1][1]] if spans else []
-        lo, hi, cfg = self._fixed_box(given)
+        lo, hi, cfg = self._fixed_box(given, active=[name])
         engine = self._view(cfg)
         d = comp.domain.index.get(name)
         if d is None:
@@ -657,7 +659,7 @@ class Problem:
             raise TypeError(f"parameter {name!r} is finite: use feasible_values({name!r}, given)")
         comp = self._c()
         given = {k: v for k, v in (given or {}).items() if k != name}
-        lo, hi, cfg = self._fixed_box(given)
+        lo, hi, cfg = self._fixed_box(given, active=[name])
         low, high = (float(b) for b in p.bounds())
         base = self._view(cfg)
         if name not in comp.domain.continuous:  # unconstrained: all or nothing
@@ -671,31 +673,45 @@ class Problem:
         def x(t: float) -> float:
             return low if t == t_lo else high if t == t_hi else min(max(from_t(t), low), high)
 
-        witnesses: list[np.ndarray] = []
-        spans: list[tuple[float, float]] = []
-        stack = [(t_lo, t_hi)]
+        others = [n for n in base.domain.unpinned if n != name]  # other Floats a witness must pin too
+        witnesses: list[tuple[np.ndarray, dict[str, tuple[float, float]]]] = []
+        proved: list[tuple[float, float]] = []
+        queue = collections.deque([(t_lo, t_hi)])  # widest sub-intervals first
         for _ in range(FLOAT_STEPS):
-            if not stack:
+            if not queue:
                 break
-            a, b = stack.pop()
+            a, b = queue.popleft()
             engine = base.restricted({name: (x(a), x(b))})
             nb = engine.domain.normalize(lo, hi)
             if not engine.bounds(nb.lo, nb.hi, None)[1].any():
-                continue  # proved infeasible on the whole sub-interval
-            if not any(_holds_on(engine, w) for w in witnesses[-8:]):
-                mid = x((a + b) / 2)
-                status, found = base.restricted({name: (mid, mid)}).exists(lo, hi)
-                hit = np.flatnonzero(status == 1)
-                if len(hit):
-                    witnesses.append(found[hit[0]])
-                if not (len(hit) and _holds_on(engine, found[hit[0]])):
-                    if b - a > tol:
-                        stack += [((a + b) / 2, b), (a, (a + b) / 2)]
+                continue  # the bounds prove the whole sub-interval infeasible
+            if any(_holds_on(engine.restricted(pins), w) for w, pins in witnesses[-8:]):
+                proved.append((x(a), x(b)))
+                continue
+            mid = x((a + b) / 2)
+            at_mid = base.restricted({name: (mid, mid)})
+            status, found = at_mid.exists(lo, hi)
+            hit = np.flatnonzero(status == 1)
+            if len(hit):
+                point, pins = found[hit[0]], {}
+                if others:
+                    cont = at_mid.domain.continuous
+                    values = at_mid.z3().continuous_witness(point, cont, self.z3_timeout_ms) or {}
+                    pins = {n: (values[n], values[n]) for n in others if n in values}
+                witnesses.append((point, pins))
+                if len(pins) == len(others) and _holds_on(engine.restricted(pins), point):
+                    proved.append((x(a), x(b)))
                     continue
-            if spans and spans[-1][1] >= x(a):
-                spans[-1] = (spans[-1][0], x(b))
+            elif not (engine.exists(lo, hi)[0] != 0).any():
+                continue  # Z3 proves the whole sub-interval infeasible
+            if b - a > tol:
+                queue += [(a, (a + b) / 2), ((a + b) / 2, b)]
+        spans: list[tuple[float, float]] = []
+        for a2, b2 in sorted(proved):
+            if spans and spans[-1][1] >= a2:
+                spans[-1] = (spans[-1][0], max(spans[-1][1], b2))
             else:
-                spans.append((x(a), x(b)))
+                spans.append((a2, b2))
         return spans
 
     def nearest_feasible_value(
@@ -772,19 +788,18 @@ class Problem:
         roots_lo: list[np.ndarray] = []
         roots_hi: list[np.ndarray] = []
         owner: list[tuple[int, int]] = []
-        base_lo, base_hi = dom.root()
-        for d in range(dom.ndim):
-            n = int(dom.sizes[d])
+        for d, name in enumerate(dom.names):
+            # a conditional parameter's value occurs only where it is active: parents restricted to that
+            base_lo, base_hi, _ = self._fixed_box({}, dom, active=[name])
+            n, m = int(dom.sizes[d]), len(base_lo)
             lo, hi = np.repeat(base_lo, n, axis=0), np.repeat(base_hi, n, axis=0)
-            lo[:, d] = hi[:, d] = np.arange(n)
+            lo[:, d] = hi[:, d] = np.tile(np.arange(n), m)
             roots_lo.append(lo)
             roots_hi.append(hi)
-            owner.extend((d, j) for j in range(n))
+            owner.extend((d, j) for _ in range(m) for j in range(n))
         status, _ = comp.engine.exists(np.concatenate(roots_lo), np.concatenate(roots_hi))
-        keep: dict[int, list[int]] = {d: [] for d in range(dom.ndim)}
-        for (d, j), s in zip(owner, status):
-            if s != 0:
-                keep[d].append(j)
+        found = {(d, j) for (d, j), s in zip(owner, status) if s != 0}
+        keep: dict[int, list[int]] = {d: sorted(j for e, j in found if e == d) for d in range(dom.ndim)}
         if not any(keep.values()) or any(not v for v in keep.values()):
             self._raise_empty()
         params: dict[str, Any] = {}
@@ -793,8 +808,12 @@ class Problem:
             p = self.space[name]
             cond: dict[str, tuple[Any, ...]] | None = None
             if p.condition:
-                cond = {
-                    parent: tuple(v for v in values if self.space[parent].encode(v) in kept_values[parent])
+                cond = {  # a parent outside the search (a pass-through child's) keeps every value
+                    parent: tuple(
+                        v
+                        for v in values
+                        if parent not in kept_values or self.space[parent].encode(v) in kept_values[parent]
+                    )
                     for parent, values in p.condition.items()
                 }
                 if any(not vals or parent not in params for parent, vals in cond.items()):
@@ -888,16 +907,17 @@ class Problem:
     def always_feasible(self) -> bool:
         """True when every configuration of the space is feasible: no constraint can ever bind.
 
-        Proved by interval bounds over the whole space, else (finite problems) by an exact count that
-        may take up to a second; False when neither settles it in time. Computed once.
+        Proved by interval bounds over the whole space, else by an exact count that may take up to a
+        second (finite problems) or by Z3 (constrained Floats); False when neither settles it in time.
+        Computed once.
         """
         comp = self._c()
         if comp.always_feasible is None:
             engine = comp.engine
             if engine.opaque is None and not engine._open:
                 comp.always_feasible = True
-            elif engine.domain.unpinned:
-                comp.always_feasible = False
+            elif engine.domain.unpinned:  # continuous variables: ask Z3 for a violating configuration
+                comp.always_feasible = engine.opaque is None and engine.z3().violable(2000) is False
             else:
                 try:
                     comp.always_feasible = self.count(progress=False, max_seconds=1.0) == self.space.size()
@@ -1079,11 +1099,16 @@ class Problem:
                     candidates.append(self._ordered({**cfg, name: value}))
         if candidates or not comp.domain.continuous:
             return min(candidates, key=lambda c: self._change(cfg, c)) if candidates else None
+        complete = all(n in cfg or not self.space.is_active(n, cfg) for n in self.space)
         out = {k: cfg[k] for k in fixed if k in cfg}
         for name in self.space.conditional_order:
-            if name in out or name not in cfg or not self.space.is_active(name, {**cfg, **out}):
+            if name in out or not self.space.is_active(name, {**cfg, **out}):
                 continue
-            value = self.nearest_feasible_value(name, cfg[name], out)
+            if name not in cfg and not complete:
+                continue  # a partial configuration stays partial
+            p = self.space[name]
+            start = cfg.get(name, p.values()[0] if p.is_finite else p.bounds()[0])
+            value = self.nearest_feasible_value(name, start, out)
             if value is None:
                 return None
             out[name] = value
@@ -1113,17 +1138,21 @@ class Problem:
     def _repair_finite(self, cfg: dict[str, Any], fixed: set[str], engine: Engine) -> dict[str, Any] | None:
         """The finite part repaired (continuous values pinned in ``engine``), or None when impossible."""
         dom = engine.domain
-        enc = dom.encode_config({k: v for k, v in cfg.items() if self.space.is_active(k, cfg)})
-        origin = dom.canonical(np.array([[enc.get(n, 0) for n in dom.names]], dtype=np.int64))[0]
+        # a fixed conditional child stays: its parents are restricted to values that activate it
+        los, his, _ = self._fixed_box({k: cfg[k] for k in fixed if k in cfg}, dom)
+        enc = dom.encode_config({k: v for k, v in cfg.items() if k in fixed or self.space.is_active(k, cfg)})
+        origin = np.array([enc.get(n, 0) for n in dom.names], dtype=np.int64)
         weight = np.array([1.0 if n in enc else 0.0 for n in dom.names])
-        lo, hi = dom.root()
-        for name in fixed & set(enc):
-            d = dom.index[name]
-            lo[0, d] = hi[0, d] = origin[d]
         given = [d for d, n in enumerate(dom.names) if n in enc and n not in fixed]
-        best = self._repair_search(engine, lo, hi, origin, weight, given)
-        if best is None:
+        distance = index_distance(dom, origin, weight)[1]
+        found: list[np.ndarray] = []
+        for r in range(len(los)):
+            point = self._repair_search(engine, los[r : r + 1], his[r : r + 1], origin, weight, given)
+            if point is not None:
+                found.append(point)
+        if not found:
             return None
+        best = min(found, key=lambda b: float(distance(b[None, :])[0]))
         out = {k: v for k, v in cfg.items() if k not in dom.index}
         out.update(dom.decode_point(best))
         for name in dom.free:

@@ -294,24 +294,32 @@ def test_empty_feasible_space(caplog: pytest.LogCaptureFixture) -> None:
     assert tuner.generate_multiple_parameters([0, 1, 2]) == []
 
 
-def test_duplicates_become_aliases_and_get_the_result() -> None:
-    """In repair mode, proposals repaired onto a running trial stay open in TPE until that trial's result
-    arrives, then get the same result (result first, then trial_end)."""
+def test_repeats_are_not_launched_again() -> None:
+    """In repair mode a proposal repaired onto a running trial is closed as failed at once (not held open:
+    the wrapper asks the base tuner again, and Evolution would run out of population); one repaired onto a
+    finished trial gets that trial's result at once, result first, then trial_end."""
+    from nni.algorithms.hpo.tpe_tuner import TpeTuner
+
     problem = small_problem()
-    tuner = DnnSATTuner(problem, "TPE", {"optimize_mode": "maximize", "seed": 5}, mode="repair")
+    tuner = DnnSATTuner(problem, recording(TpeTuner), {"optimize_mode": "maximize", "seed": 5}, mode="repair")
     tuner.update_search_space(problem.space.to_nni())
     launched = [tuner.generate_parameters(i) for i in range(14)]  # all 14 feasible, none ended yet
     assert len({(c["a"], c["b"]) for c in launched}) == 14
     tpe: Any = tuner.base
-    open_ids = set(tpe._running_params)
-    assert len(open_ids) == tuner.stats.proposals - tuner.stats.rejected
+    assert len(tpe._running_params) == 14  # only the launched trials' proposals are open
+    assert tuner.stats.duplicates > 0
+    assert all(kind == "end" and not ok for kind, _, ok in tpe.events)  # repeats closed as failed
+    values = {float(c["a"] + c["b"]) for c in launched}
     for i, c in enumerate(launched):
         tuner.receive_trial_result(i, c, float(c["a"] + c["b"]))
         tuner.trial_end(i, True)
     assert tpe._running_params == {}
-    assert len(tpe._history[("a",)]) == len(open_ids)
+    before = len(tpe.events)
     with pytest.raises(nni.NoMoreTrialError):
-        tuner.generate_parameters(99)
+        tuner.generate_parameters(99)  # every proposal now repeats a finished trial
+    late = tpe.events[before:]
+    assert late and all(v in values for kind, _, v in late if kind == "result")
+    check_events(tpe.events, sorted(values), "maximize")
 
 
 def test_import_data_skips_infeasible_and_counts_as_launched() -> None:

@@ -37,7 +37,8 @@ class Domain:
 
     def __init__(self, space: Space, relevant: set[str]) -> None:
         self.space = space
-        conditional = {n for n in space if space[n].condition}
+        # a conditional continuous parameter no constraint reads passes through (it is never searched)
+        conditional = {n for n in space if space[n].condition and (space[n].is_finite or n in relevant)}
         parents = {p for n in conditional for p in space[n].condition or {}}
         dims = set(relevant) | conditional | parents
         for n in dims:

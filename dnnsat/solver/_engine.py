@@ -240,8 +240,22 @@ class Engine:
             blo, bhi = nb.lo, nb.hi
             surely, possibly = self.bounds(blo, bhi, mask)
             alive = possibly
-            if needs_z3:
+            if needs_z3 and self.opaque is None:
                 self._z3_leaves(blo, bhi, rid, alive, mask, status, witness, settled, self.z3_timeout_ms)
+                continue
+            if needs_z3 and self.opaque is not None:  # Python predicates too: Z3 decides the continuous part of each finite point
+                blo, bhi, rid, split_dim = _take(alive & ~settled[rid], blo, bhi, rid, nb.split_dim)
+                small = self.domain.volume(blo, bhi) <= self.enum_limit
+                if small.any():
+                    pts, box = self.domain.points(blo[small], bhi[small])
+                    pts, prid = self.domain.canonical(pts), rid[small][box]
+                    ok = self.opaque(pts) if len(pts) else np.zeros(0, dtype=bool)
+                    pts, prid = pts[ok], prid[ok]
+                    possible = self.bounds(pts, pts, mask)[1]
+                    timeout = self.z3_timeout_ms
+                    self._z3_leaves(pts, pts, prid, possible, mask, status, witness, settled, timeout)
+                if (~small).any():
+                    self._push_split(stack, blo[~small], bhi[~small], rid[~small], split_dim[~small])
                 continue
             full = surely & ~nb.undecided & alive
             if self.opaque is None and full.any():

@@ -128,6 +128,29 @@ class Z3Backend:
         finally:
             self.solver.pop()
 
+    def continuous_witness(
+        self, point: np.ndarray, continuous: Mapping[str, tuple[float, float]], timeout_ms: int
+    ) -> dict[str, float] | None:
+        """Values of the continuous variables that satisfy every constraint at the finite ``point``."""
+        with self.lock:
+            z3 = self._z3
+            self.solver.push()
+            try:
+                self.solver.set("timeout", int(timeout_ms))
+                for d in range(self.domain.ndim):
+                    self.solver.add(self._range(d, int(point[d]), int(point[d])))
+                for n, (a, b) in continuous.items():
+                    self.solver.add(self.vars[n] >= z3.RealVal(a), self.vars[n] <= z3.RealVal(b))
+                if self.solver.check(*self.guards) != z3.sat:
+                    return None
+                model = self.solver.model()
+                return {
+                    n: float(model.eval(self.vars[n], model_completion=True).as_fraction())
+                    for n in continuous
+                }
+            finally:
+                self.solver.pop()
+
     def _point(self, model: Any) -> np.ndarray:
         idx = np.zeros(self.domain.ndim, dtype=np.int64)
         for d, n in enumerate(self.domain.names):
@@ -135,6 +158,21 @@ class Z3Backend:
             num = v.as_long() if self._z3.is_int_value(v) else float(v.as_fraction())
             idx[d] = int(np.searchsorted(self.domain.values[d], num))
         return idx
+
+    def violable(self, timeout_ms: int = 10_000) -> bool | None:
+        """Whether some point of the domain violates some constraint (None: Z3 did not decide)."""
+        with self.lock:
+            z3 = self._z3
+            self.solver.push()
+            try:
+                self.solver.set("timeout", int(timeout_ms))
+                for d in range(self.domain.ndim):
+                    self.solver.add(self._range(d, 0, int(self.domain.sizes[d]) - 1))
+                self.solver.add(z3.Or(*[z3.Not(t) for t in self.terms]) if self.terms else z3.BoolVal(False))
+                res = self.solver.check()
+                return True if res == z3.sat else False if res == z3.unsat else None
+            finally:
+                self.solver.pop()
 
     def unsat_core(self, timeout_ms: int = 10_000) -> list[int] | None:
         """Indices of a subset of constraints with no solution over the whole domain (None if sat/unknown)."""

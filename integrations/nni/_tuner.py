@@ -1,33 +1,47 @@
 """``DnnSATTuner``: an NNI tuner that wraps a built-in tuner and only ever returns feasible configurations.
 
 The wrapper sits between NNI's dispatcher and a base tuner (TPE, Random, Anneal, Evolution, GridSearch,
-GP, ...). It checks the experiment's search space against the problem's :class:`~dnnsat.Space`, gives the
-base tuner the *pruned* space, and vets every proposal with the problem before it becomes a trial:
+Batch, GP, Metis, PBT, ...). It checks the experiment's search space against the problem's
+:class:`~dnnsat.Space`, gives the base tuner the *pruned* space, and vets every proposal with the problem
+before it becomes a trial:
 
 * ``mode="repair"``: an infeasible proposal is replaced by ``problem.repair(proposal)`` (fewest changed
-  parameters). The base tuner keeps its own record of what it proposed and later receives the repaired
-  trial's result for it: it optimises ``f(repair(x))``, a deterministic function of its proposal.
+  parameters; continuous ``Float`` values move to the nearest feasible value in their own scale). The base
+  tuner keeps its own record of what it proposed and later receives the repaired trial's result for it: it
+  optimises ``f(repair(x))``, a deterministic function of its proposal.
 * ``mode="reject"``: an infeasible proposal is discarded and the base tuner is asked again.
 
 A discarded proposal (rejected, unrepairable) is closed in the base tuner under a synthetic parameter id
 (negative integers; NNI's own ids are >= 0) with a *penalty* result, reported before ``trial_end`` as
 TPE's liar bookkeeping requires. The penalty is worse than every real result seen so far (below them for
 ``optimize_mode="maximize"``, above them for ``"minimize"``); before the first real result, and without an
-explicit ``penalty``, the proposal is closed as a failed trial without a result. A proposal that repeats a
-configuration already launched becomes an alias of that trial: it receives the same result. When the base
-tuner is exhausted, when the feasible space is empty, or when no unseen feasible configuration is left,
-``nni.NoMoreTrialError`` ends the experiment and the reason is logged (NNI's ``dispatcher.log``).
+explicit ``penalty``, the proposal is closed as a failed trial without a result. With ``dedup`` on (the
+default while a constraint can bind), a proposal that repeats a configuration already launched is not
+launched again: it receives that trial's result, or is closed as failed while that trial still runs.
+When the base tuner is exhausted, when the feasible space is empty, or when no unseen feasible
+configuration is left, ``nni.NoMoreTrialError`` ends the experiment and the reason is logged (NNI's
+``dispatcher.log``).
+
+When no constraint can bind (``problem.always_feasible()``) the wrapper is a pass-through: the base tuner
+gets the experiment's search space unchanged and NNI gets exactly the base tuner's sequence. ``BatchTuner``
+is supported with its own layout (one ``choice`` whose values are whole parameter sets): infeasible sets are
+dropped before the base tuner sees them. Every public method holds one lock, so the dispatcher may call
+from several threads.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib
 import json
 import logging
 import math
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import nni
@@ -35,7 +49,7 @@ import numpy as np
 from nni.tuner import Tuner
 from nni.utils import ClassArgsValidator
 
-__all__ = ["DnnSATTuner", "DnnSATClassArgsValidator", "load_problem", "MODES"]
+__all__ = ["DnnSATTuner", "DnnSATClassArgsValidator", "TunerStats", "load_problem", "MODES"]
 
 _log = logging.getLogger("dnnsat.integrations.nni")
 
@@ -46,6 +60,78 @@ _THIS_CLASS = "dnnsat.integrations.nni.DnnSATTuner"
 # -- loading the problem and the base tuner ---------------------------------------------------------
 
 
+def _experiment_dirs() -> list[str]:
+    """Directories where a user's module may live when NNI's dispatcher builds the tuner.
+
+    NNI starts the dispatcher as ``python -m nni --exp_params <base64 JSON>`` in its log directory, so
+    neither the user's working directory nor the experiment's code is on ``sys.path``. The candidates are
+    the experiment's trial code directory and the tuner's ``codeDirectory`` (both read from
+    ``--exp_params``; v2 and v1 config keys), then the current directory.
+    """
+    dirs: list[str] = []
+    argv = sys.argv
+    if "--exp_params" in argv[:-1]:
+        try:
+            params = json.loads(base64.b64decode(argv[argv.index("--exp_params") + 1]).decode("utf-8"))
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            params = {}
+        params = params if isinstance(params, dict) else {}
+
+        def sub(key: str) -> dict[str, Any]:
+            value = params.get(key)
+            return value if isinstance(value, dict) else {}
+
+        found = (
+            params.get("trialCodeDirectory"),
+            sub("trial").get("codeDir"),
+            sub("tuner").get("codeDirectory"),
+        )
+        dirs += [d for d in found if isinstance(d, str) and d]
+    dirs.append(os.getcwd())
+    return [d for i, d in enumerate(dirs) if os.path.isdir(d) and d not in dirs[:i]]
+
+
+def _is_module_or_parent(name: str | None, module_name: str) -> bool:
+    return name is not None and (module_name == name or module_name.startswith(name + "."))
+
+
+def _import_module(module_name: str, path: str) -> Any:
+    """Import ``module_name``; when that fails for a missing module, retry with the experiment's directories.
+
+    A module that still cannot be found raises a one-line ``ModuleNotFoundError`` that names the import
+    path, where it was looked for and the fix (NNI otherwise only reports "Tuner did not connect").
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        pass
+    except ImportError as err:
+        raise ValueError(f"cannot import module {module_name!r} of {path!r}: {err}") from None
+    extra = [d for d in _experiment_dirs() if d not in sys.path]
+    sys.path.extend(extra)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        for d in extra:
+            sys.path.remove(d)
+        searched = f"sys.path and {', '.join(extra)}" if extra else "sys.path"
+        if _is_module_or_parent(err.name, module_name):
+            msg = (
+                f"cannot import {path!r}: no module named {err.name!r} (searched {searched}); put the module "
+                "in the experiment's trial code directory, install it, or add its directory to PYTHONPATH "
+                "where nnictl or the experiment is started"
+            )
+        else:
+            msg = (
+                f"cannot import {path!r}: module {module_name!r} imports {err.name!r}, which is not found "
+                f"for {sys.executable} (searched {searched}); install it or put it next to {module_name!r}"
+            )
+        _log.error("DnnSAT: %s", msg)
+        raise ModuleNotFoundError(msg, name=err.name) from None
+    except ImportError as err:
+        raise ValueError(f"cannot import module {module_name!r} of {path!r}: {err}") from None
+
+
 def _import_attr(path: str) -> Any:
     """Import ``"pkg.module:attr"`` (attr may be dotted) or ``"pkg.module.attr"``."""
     if ":" in path:
@@ -54,10 +140,7 @@ def _import_attr(path: str) -> Any:
         module_name, _, attr = path.rpartition(".")
     else:
         raise ValueError(f"{path!r} is not an import path; write 'pkg.module:attr'")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"cannot import module {module_name!r} of {path!r}: {err}") from err
+    obj: Any = _import_module(module_name, path)
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -74,7 +157,8 @@ def load_problem(problem: Any, problem_args: Mapping[str, Any] | None = None) ->
     """Resolve a :class:`dnnsat.Problem` from a Problem, a zero-argument factory or an import path.
 
     ``problem`` may be ``"pkg.module:attr"`` where ``attr`` is a Problem or a factory; ``problem_args``
-    are keyword arguments for the factory (e.g. ``{"flops_limit": 1e11}``).
+    are keyword arguments for the factory (e.g. ``{"flops_limit": 1e11}``). A module that is not on
+    ``sys.path`` is looked for in the experiment's code directory and the current directory.
     """
     obj = _import_attr(problem) if isinstance(problem, str) else problem
     if not _is_problem(obj) and callable(obj):
@@ -140,6 +224,12 @@ def _optimize_mode(base: Any, base_args: Mapping[str, Any]) -> str:
     return "maximize"
 
 
+def _is_batch_tuner(base: Any) -> bool:
+    from nni.algorithms.hpo.batch_tuner import BatchTuner
+
+    return isinstance(base, BatchTuner)
+
+
 # -- helpers ------------------------------------------------------------------------------------------
 
 
@@ -199,13 +289,22 @@ def _same_domain(a: Any, b: Any) -> bool:
 
 @dataclass
 class _Launched:
-    """One configuration handed to NNI as a trial."""
+    """One configuration handed to NNI as a trial (or imported as a finished one)."""
 
     real_id: int | None
-    base_ids: list[int] = field(default_factory=list)  # open base-tuner ids waiting for this trial's result
+    base_id: int | None = None  # the base tuner's id of the proposal (None: sampled by dnnsat, imported)
     value: Any = None
     has_value: bool = False
     ended: bool = False
+
+
+@dataclass
+class _Batch:
+    """BatchTuner's layout: one ``choice`` key whose values are whole parameter sets. NNI hands the chosen
+    value to the trial as it is; a value that is not a dict is the value of that key (``{key: value}``)."""
+
+    key: str
+    written: dict[str, Any]  # config key -> the value as written in the search space
 
 
 @dataclass
@@ -215,8 +314,9 @@ class TunerStats:
     proposals: int = 0  # configurations asked from the base tuner
     feasible: int = 0  # proposals that were feasible as proposed
     repaired: int = 0  # infeasible proposals replaced by problem.repair
+    float_repairs: int = 0  # repaired proposals in which a continuous Float value moved
     rejected: int = 0  # proposals discarded (reject mode, or unrepairable) and penalised
-    duplicates: int = 0  # proposals equal to an already launched configuration
+    duplicates: int = 0  # proposals equal to an already launched configuration (dedup on)
     fallbacks: int = 0  # configurations sampled by dnnsat after max_attempts failed proposals
     launched: int = 0  # configurations returned to NNI
 
@@ -234,7 +334,8 @@ class DnnSATTuner(Tuner):
         (the form to use in ``classArgs``).
     base_tuner:
         The tuner to wrap: a built-in or registered NNI name (``"TPE"``, ``"Random"``, ``"Anneal"``,
-        ``"Evolution"``, ``"GridSearch"``, ``"GP"``, ...), an import path, a ``Tuner`` class or instance.
+        ``"Evolution"``, ``"GridSearch"``, ``"Batch"``, ``"GP"``, ``"Metis"``, ``"PBT"``, ...), an import
+        path, a ``Tuner`` class or instance.
     base_args:
         Keyword arguments of the base tuner (its ``classArgs``, e.g. ``{"optimize_mode": "maximize"}``).
     mode:
@@ -249,7 +350,11 @@ class DnnSATTuner(Tuner):
         instead of discarded; if it cannot be used either (a repeat), dnnsat samples an unlaunched
         feasible configuration itself.
     dedup:
-        Never launch the same configuration twice (a repeat becomes an alias of the first trial).
+        ``True``: never launch the same configuration twice (a repeat gets the first trial's result, or
+        is closed as failed while that trial runs). ``False``: launch repeats as separate trials, like the
+        bare tuner. ``None`` (default): on when a constraint can bind (repairs map many proposals onto one
+        configuration), off when none can (``problem.always_feasible()``), so the wrapper then gives the
+        bare tuner's sequence.
     seed:
         Seed of dnnsat's own fallback sampling.
     """
@@ -263,7 +368,7 @@ class DnnSATTuner(Tuner):
         problem_args: Mapping[str, Any] | None = None,
         penalty: float | None = None,
         max_attempts: int = 20,
-        dedup: bool = True,
+        dedup: bool | None = None,
         seed: int | None = None,
     ) -> None:
         if mode not in MODES:
@@ -275,7 +380,7 @@ class DnnSATTuner(Tuner):
         self.problem = load_problem(problem, problem_args)
         self.mode = mode
         self.max_attempts = int(max_attempts)
-        self.dedup = bool(dedup)
+        self.dedup = None if dedup is None else bool(dedup)
         self.penalty = None if penalty is None else float(penalty)
         self._base_args = dict(base_args or {})
         self._adapt_base_args(base_tuner)
@@ -283,14 +388,16 @@ class DnnSATTuner(Tuner):
         self.optimize_mode = _optimize_mode(self.base, self._base_args)
         self.stats = TunerStats()
         self._rng = np.random.default_rng(seed)
-        self._lock = threading.RLock()
+        self._dedup = bool(dedup)  # effective dedup, set by update_search_space
+        self._lock = threading.RLock()  # every public method holds it (the dispatcher may use threads)
         self._nni_space: dict[str, Any] | None = None  # the experiment's search space
         self._base_space: dict[str, Any] | None = None  # what the base tuner got (pruned)
-        self._pruned: Any = None  # the pruned dnnsat Space
+        self._pruned: Any = None  # the dnnsat Space whose NNI form the base tuner got
+        self._batch: _Batch | None = None  # BatchTuner's layout
         self._problem_keys: list[str] = []  # top-level NNI keys that belong to the problem
         self._exhausted: str | None = None  # reason, once nothing more can be generated
-        self._launched: dict[str, _Launched] = {}  # config key -> launched trial
-        self._by_real: dict[int, str] = {}  # NNI parameter id -> config key
+        self._trials: dict[int, _Launched] = {}  # NNI parameter id -> launched trial
+        self._by_config: dict[str, _Launched] = {}  # config key -> first launched (or imported) trial
         self._base_raw: dict[int, Any] = {}  # open base id -> parameters as the base tuner returned them
         self._next_synthetic = -1
         self._waiting: dict[int, int] = {}  # base id the base tuner deferred -> NNI parameter id
@@ -299,6 +406,7 @@ class DnnSATTuner(Tuner):
         self._reals: list[float] = []  # real scalar results seen
         self._worst_penalty: float | None = None
         self._last_extras: dict[str, Any] = {}
+        self._last_full: dict[str, Any] | None = None  # the last proposal's configuration (+ extras)
         _log.info(
             "DnnSATTuner: mode=%s, base tuner %s, optimize_mode=%s",
             mode,
@@ -342,78 +450,187 @@ class DnnSATTuner(Tuner):
         """Check the experiment's space against the problem and give the base tuner the pruned space.
 
         Top-level entries of the NNI space that the problem does not know are passed through unchanged
-        (unchecked); every problem parameter must be present with exactly the problem's domain.
+        (unchecked); every problem parameter must be present with exactly the problem's domain. When no
+        constraint can bind, the base tuner gets the experiment's space unchanged. For ``BatchTuner`` the
+        space is one ``choice`` of parameter sets; the infeasible ones are dropped.
         """
         with self._lock:
-            from dnnsat import Space
-
             space = dict(search_space)
-            expected = self.problem.space.to_nni()
-            self._problem_keys = [k for k in space if k in expected]
-            missing = [k for k in expected if k not in space]
-            if missing:
-                raise ValueError(
-                    f"NNI search space lacks problem parameter(s) {missing}; the problem's space is "
-                    f"{json.dumps(expected)}"
-                )
-            try:
-                got = Space.from_nni({k: space[k] for k in self._problem_keys})
-            except Exception as err:
-                raise ValueError(
-                    f"NNI search space cannot be read for the problem's parameters: {err}"
-                ) from err
-            want = self.problem.space
-            for name in want.names:
-                if name not in got.names:
-                    raise ValueError(f"NNI search space: problem parameter {name!r} is missing")
-                if not _same_domain(got[name], want[name]):
-                    raise ValueError(
-                        f"NNI search space: parameter {name!r} has {_describe(got[name])}, "
-                        f"but the problem's domain has {_describe(want[name])}"
-                    )
-                if (got[name].condition or None) != (want[name].condition or None):
-                    raise ValueError(
-                        f"NNI search space: parameter {name!r} is active under {got[name].condition}, "
-                        f"but in the problem under {want[name].condition}"
-                    )
-            for name in got.names:
-                if name not in want.names:
-                    raise ValueError(f"NNI search space: parameter {name!r} is not in the problem's space")
-            extras = [k for k in space if k not in expected]
-            if extras:
-                _log.info("NNI parameters %s are not in the problem; passed through unchecked", extras)
+            self._batch = None
+            if _is_batch_tuner(self.base):
+                self._update_batch_space(space)
+                return
+            self._check_space(space)
             self._nni_space = space
             if self.problem.is_empty():
-                core = self._unsat_core()
-                self._exhausted = (
-                    "the feasible space is empty: no configuration satisfies the constraints"
-                    + (f" {core}" if core else "")
-                )
-                _log.error("DnnSAT: %s; the experiment gets no trials", self._exhausted)
+                self._set_empty()
                 return
-            self._pruned = self.problem.prune()
-            pruned = self._pruned.to_nni()
-            self._problem_keys += [k for k in pruned if k not in self._problem_keys]
-            base_space: dict[str, Any] = {}
-            for k in space:
-                if k in self._problem_keys:
-                    if k in pruned:
-                        base_space[k] = pruned[k]
-                else:
-                    base_space[k] = space[k]
-            for k in pruned:  # a pruned space may restructure conditional parameters
-                base_space.setdefault(k, pruned[k])
+            passthrough = bool(self.problem.always_feasible())
+            self._dedup = self.dedup if self.dedup is not None else not passthrough
+            if passthrough:  # the base tuner sees the experiment as is
+                self._pruned = self.problem.space
+                base_space = space
+                _log.info(
+                    "DnnSAT: no constraint can bind; %s gets the search space as is", type(self.base).__name__
+                )
+            else:
+                self._pruned = self.problem.prune()
+                base_space = self._base_space_from(space, self._pruned.to_nni())
             self._base_space = self._adapt_space(base_space)
             _log.info(
                 "DnnSAT: pruned search space given to %s: %s",
                 type(self.base).__name__,
                 json.dumps(self._base_space, default=repr),
             )
-            self._exhausted = None
-            self.base.update_search_space(self._base_space)
-            if self._pending_import:
-                data, self._pending_import = self._pending_import, []
-                self.import_data(data)
+            self._start_base()
+
+    def _check_space(self, space: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming the parameter when ``space`` does not carry the problem's domains."""
+        from dnnsat import Space
+
+        expected = self.problem.space.to_nni()
+        self._problem_keys = [k for k in space if k in expected]
+        missing = [k for k in expected if k not in space]
+        if missing:
+            raise ValueError(
+                f"NNI search space lacks problem parameter(s) {missing}; the problem's space is "
+                f"{json.dumps(expected)}"
+            )
+        # both sides read by the same NNI reader, so names agree also where the problem's own names differ
+        # from NNI's (a child active under several values of its parent is one key in several branches)
+        try:
+            got = Space.from_nni({k: space[k] for k in self._problem_keys})
+        except Exception as err:
+            raise ValueError(f"NNI search space cannot be read for the problem's parameters: {err}") from err
+        read = Space.from_nni(expected)
+        for name in read.names:
+            want = self.problem.space[name] if name in self.problem.space else read[name]
+            if name not in got.names:
+                raise ValueError(f"NNI search space: problem parameter {name!r} is missing")
+            if not _same_domain(got[name], want):
+                raise ValueError(
+                    f"NNI search space: parameter {name!r} has {_describe(got[name])}, "
+                    f"but the problem's domain has {_describe(want)}"
+                )
+            if (got[name].condition or None) != (read[name].condition or None):
+                raise ValueError(
+                    f"NNI search space: parameter {name!r} is active under {got[name].condition}, "
+                    f"but in the problem under {read[name].condition}"
+                )
+        for name in got.names:
+            if name not in read.names:
+                raise ValueError(f"NNI search space: parameter {name!r} is not in the problem's space")
+        extras = [k for k in space if k not in expected]
+        if extras:
+            _log.info("NNI parameters %s are not in the problem; passed through unchecked", extras)
+
+    def _base_space_from(self, space: Mapping[str, Any], pruned: Mapping[str, Any]) -> dict[str, Any]:
+        """The experiment's space with the problem's entries replaced by their pruned form, each written in
+        the experiment's own ``_type`` where that expresses the pruned domain exactly (a narrowed
+        ``qloguniform`` stays log-scaled for the base tuner), else in dnnsat's NNI form."""
+        self._problem_keys += [k for k in pruned if k not in self._problem_keys]
+        base_space: dict[str, Any] = {}
+        for k in space:
+            if k in self._problem_keys:
+                if k in pruned:
+                    base_space[k] = self._in_own_form(k, space[k], pruned[k])
+            else:
+                base_space[k] = space[k]
+        for k in pruned:  # a pruned space may restructure conditional parameters
+            base_space.setdefault(k, pruned[k])
+        return base_space
+
+    def _in_own_form(self, name: str, spec: Any, pruned_spec: Any) -> Any:
+        """``spec`` narrowed to the pruned domain of ``name`` in its own ``_type``, or ``pruned_spec``."""
+        from dnnsat import Space
+
+        t, v = spec.get("_type"), spec.get("_value")
+        if name not in self._pruned or not isinstance(v, list) or any(isinstance(c, Mapping) for c in v):
+            return pruned_spec  # nested choices: the pruned space's own structure
+        domain = self._pruned[name]
+        if _same_domain(domain, self.problem.space[name]):
+            return spec
+        values = list(domain.values()) if domain.is_finite else []
+        if t == "choice":
+            new: list[Any] = [c for c in v if any(type(c) is type(x) and c == x for x in values)]
+        elif t in ("uniform", "loguniform", "randint", "quniform", "qloguniform"):
+            lo, hi = (min(values), max(values)) if domain.is_finite else (domain.low, domain.high)
+            new = [lo, hi + 1] if t == "randint" else [lo, hi, *v[2:]]
+        else:
+            return pruned_spec
+        candidate = {"_type": t, "_value": _plain(new)}
+        try:
+            same = _same_domain(Space.from_nni({name: candidate})[name], domain)
+        except Exception:  # e.g. a narrowed range NNI cannot state
+            same = False
+        return candidate if same else pruned_spec
+
+    def _update_batch_space(self, space: Mapping[str, Any]) -> None:
+        """BatchTuner: every value of the one ``choice`` is a parameter set; keep the feasible ones."""
+        spec = next(iter(space.values())) if len(space) == 1 else None
+        if (
+            not isinstance(spec, Mapping)
+            or spec.get("_type") != "choice"
+            or not isinstance(spec.get("_value"), list)
+        ):
+            raise ValueError(
+                "BatchTuner's search space is one 'choice' key whose values are parameter sets, e.g. "
+                "{'combined': {'_type': 'choice', '_value': [{'lr': 0.1, 'batch_size': 32}, ...]}}; "
+                f"got {json.dumps(dict(space), default=repr)[:300]}"
+            )
+        key = next(iter(space))
+        self._batch = batch = _Batch(key, {})
+        self._problem_keys = list(self.problem.space.to_nni())
+        self._nni_space = dict(space)
+        self._pruned = self.problem.space
+        self._dedup = self.dedup if self.dedup is not None else not self.problem.always_feasible()
+        kept: list[Any] = []
+        dropped: list[int] = []
+        for i, written in enumerate(spec["_value"]):
+            try:
+                config, extras = self._split(written, layout=self.problem.space)
+            except Exception as err:
+                raise ValueError(
+                    f"BatchTuner: parameter set {i} of {key!r} ({written!r}) does not fit the problem's "
+                    f"space: {err}"
+                ) from None
+            k = _key({**config, **extras})
+            if self._dedup and k in batch.written:
+                continue
+            if self.problem.check(config).feasible:
+                batch.written[k] = written
+                kept.append(written)
+            else:
+                dropped.append(i)
+        if dropped:
+            _log.warning(
+                "DnnSAT: BatchTuner: dropped %d of %d parameter sets that violate the constraints: %s",
+                len(dropped),
+                len(spec["_value"]),
+                dropped,
+            )
+        if not kept:
+            self._set_empty("none of BatchTuner's parameter sets is feasible")
+            return
+        self._base_space = {key: {**spec, "_value": kept}}
+        self._start_base()
+
+    def _set_empty(self, reason: str | None = None) -> None:
+        if reason is None:
+            core = self._unsat_core()
+            reason = "the feasible space is empty: no configuration satisfies the constraints" + (
+                f" {core}" if core else ""
+            )
+        self._exhausted = reason
+        _log.error("DnnSAT: %s; the experiment gets no trials", reason)
+
+    def _start_base(self) -> None:
+        assert self._base_space is not None
+        self._exhausted = None
+        self.base.update_search_space(self._base_space)
+        if self._pending_import:
+            data, self._pending_import = self._pending_import, []
+            self.import_data(data)
 
     def _unsat_core(self) -> list[str]:
         try:
@@ -424,17 +641,18 @@ class DnnSATTuner(Tuner):
     # -- generating ----------------------------------------------------------------------------------
     def generate_multiple_parameters(self, parameter_id_list: list[int], **kwargs: Any) -> list[Any]:
         """Feasible configurations for the given ids; fewer than asked when nothing more can be generated."""
-        if "st_callback" in kwargs:
-            self._st_callback = kwargs["st_callback"]
-        result = []
-        for parameter_id in parameter_id_list:
-            try:
-                result.append(self.generate_parameters(parameter_id, **kwargs))
-            except nni.NoMoreTrialError:
-                break
-        return result
+        with self._lock:
+            if "st_callback" in kwargs:
+                self._st_callback = kwargs["st_callback"]
+            result = []
+            for parameter_id in parameter_id_list:
+                try:
+                    result.append(self.generate_parameters(parameter_id, **kwargs))
+                except nni.NoMoreTrialError:
+                    break
+            return result
 
-    def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict[str, Any]:
+    def generate_parameters(self, parameter_id: int, **kwargs: Any) -> Any:
         """One feasible configuration, in the structure of the experiment's search space."""
         with self._lock:
             if self._nni_space is None:
@@ -478,7 +696,7 @@ class DnnSATTuner(Tuner):
         return out[0]
 
     def _on_base_callback(self, base_id: int, raw: Any) -> None:
-        """A configuration the base tuner sends later on its own (Evolution's deferred requests)."""
+        """A configuration the base tuner sends later on its own (Evolution's and PBT's deferred requests)."""
         with self._lock:
             parameter_id = self._waiting.pop(base_id, None)
             if parameter_id is None or self._st_callback is None:
@@ -502,11 +720,13 @@ class DnnSATTuner(Tuner):
     def _split(self, raw: Any, layout: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """NNI parameters -> (problem config in the problem's value types, extra top-level parameters).
 
-        ``layout`` is the space whose NNI form produced ``raw`` (default: the pruned space the base tuner
-        got); raises ``SpaceError`` when ``raw`` is outside it.
+        ``layout`` is the space whose NNI form produced ``raw`` (default: the space the base tuner got);
+        raises ``SpaceError`` when ``raw`` is outside it.
         """
         from dnnsat._space_io import config_from_nni
 
+        if self._batch is not None and not isinstance(raw, Mapping):
+            raw = {self._batch.key: raw}  # BatchTuner: a value that is not a dict is that key's value
         if not isinstance(raw, Mapping):
             raise TypeError(f"expected a dict of parameters, got {type(raw).__name__}")
         layout = self._pruned if layout is None else layout
@@ -516,17 +736,21 @@ class DnnSATTuner(Tuner):
         extras = {k: v for k, v in plain.items() if k not in self._problem_keys}
         return config, extras
 
-    def _to_nni(self, full: Mapping[str, Any]) -> dict[str, Any]:
-        """A flat config (+ extras) -> parameters in the structure of the experiment's search space."""
+    def _to_nni(self, full: Mapping[str, Any]) -> Any:
+        """A flat config (+ extras) -> parameters in the structure of the experiment's search space
+        (BatchTuner: the parameter set as written in the search space)."""
         from dnnsat._space_io import config_to_nni
 
+        if self._batch is not None:
+            return self._batch.written[_key(full)]
         extras = {k: v for k, v in full.items() if k not in self.problem.space}
         nested = config_to_nni(self.problem.space, {k: v for k, v in full.items() if k in self.problem.space})
         assert self._nni_space is not None
         out = {
             k: nested[k] if k in nested else extras[k] for k in self._nni_space if k in nested or k in extras
         }
-        return _plain(out)  # type: ignore[no-any-return]
+        out.update({k: v for k, v in extras.items() if k not in out})  # e.g. PBT's checkpoint directories
+        return _plain(out)
 
     def _to_base(self, full: Mapping[str, Any]) -> dict[str, Any]:
         """A flat config (+ extras) -> parameters in the structure of the base tuner's (pruned) space."""
@@ -558,6 +782,9 @@ class DnnSATTuner(Tuner):
                 self.stats.rejected += 1
                 return None
             _log.debug("DnnSAT: repaired %s -> %s", config, fixed)
+            space = self.problem.space
+            if any(not space[n].is_finite and fixed.get(n) != v for n, v in config.items()):
+                self.stats.float_repairs += 1
             config = dict(fixed)
             self.stats.repaired += 1
         else:
@@ -566,47 +793,79 @@ class DnnSATTuner(Tuner):
             self.stats.rejected += 1
             return None
         full = {**config, **extras}
-        launched = self._launched.get(_key(full)) if self.dedup else None
-        if launched is not None:
-            self.stats.duplicates += 1
-            self._base_raw[base_id] = raw
-            if launched.has_value:
-                self._close(base_id, launched.value)
-            elif launched.ended:
-                self._close(base_id, None)
-            else:
-                launched.base_ids.append(base_id)
-            return None
+        launched = self._by_config.get(_key(full)) if self._dedup else None
         self._base_raw[base_id] = raw
+        self._last_full = full
+        if launched is not None:
+            # an alias: the result at once, or closed as failed while the first trial still runs (the
+            # wrapper asks the base tuner again, and tuners such as Evolution hold a population slot per
+            # open proposal: waiting would drain them)
+            self.stats.duplicates += 1
+            self._close(base_id, launched.value if launched.has_value else None)
+            return None
         return full
 
-    def _launch(self, parameter_id: int, base_id: int | None, full: dict[str, Any]) -> dict[str, Any]:
-        assert self._nni_space is not None
-        key = _key(full)
-        self._launched[key] = _Launched(parameter_id, [] if base_id is None else [base_id])
-        self._by_real[parameter_id] = key
+    def _launch(self, parameter_id: int, base_id: int | None, full: dict[str, Any]) -> Any:
+        launched = _Launched(parameter_id, base_id)
+        self._trials[parameter_id] = launched
+        self._by_config.setdefault(_key(full), launched)
         self.stats.launched += 1
         return self._to_nni(full)
 
     def _fallback(self) -> dict[str, Any] | None:
         """A feasible configuration not launched yet, sampled by dnnsat; ``None`` when there is none."""
-        seed = int(self._rng.integers(2**31))
-        for config in self.problem.sample(32, seed=seed):
+        if self._batch is not None:  # BatchTuner launches only the parameter sets the user listed
+            self._exhausted = "every feasible parameter set of BatchTuner's search space has been launched"
+            return None
+        try:
+            candidates = self.problem.sample(32, seed=int(self._rng.integers(2**31)))
+        except ValueError:  # continuous Floats in constraints: sample draws finite parameters only
+            candidates = self._redrawn_floats(32)
+        for config in candidates:
             full = {**dict(config), **self._last_extras}
-            if _key(full) not in self._launched:
+            if _key(full) not in self._by_config:
                 return full
         for config in self._enumerate_unlaunched():
             return config
+        if self._last_extras and self._last_full is not None:
+            # parameters the problem does not know are passed through: dnnsat cannot tell which of their
+            # values are unseen, so the base tuner's last proposal runs again rather than end the experiment
+            _log.warning("DnnSAT: no unlaunched configuration found; %s runs again", self._last_full)
+            return self._last_full
         self._exhausted = "every feasible configuration has been launched"
         _log.info("DnnSAT: %s", self._exhausted)
         return None
 
+    def _redrawn_floats(self, n: int) -> list[dict[str, Any]]:
+        """Up to ``n`` feasible variants of the last proposal, each with one continuous ``Float`` redrawn
+        uniformly (in its own scale) from the values that keep the rest feasible."""
+        if self._last_full is None:
+            return []
+        space = self.problem.space
+        config = {k: v for k, v in self._last_full.items() if k in space}
+        spans: list[tuple[str, float, float]] = []  # (name, low, high) in the parameter's own scale
+        for name in (k for k in config if not space[k].is_finite):
+            scale = math.log if space[name].log else float
+            given = {k: v for k, v in config.items() if k != name}
+            spans += [(name, scale(lo), scale(hi)) for lo, hi in self.problem.feasible_intervals(name, given)]
+        widths = np.array([hi - lo for _, lo, hi in spans])
+        if not spans or widths.sum() <= 0:
+            return []
+        out: list[dict[str, Any]] = []
+        for i in self._rng.choice(len(spans), size=n, p=widths / widths.sum()):
+            name, lo, hi = spans[int(i)]
+            t = float(self._rng.uniform(lo, hi))
+            candidate = {**config, name: math.exp(t) if space[name].log else t}
+            if self.problem.check(candidate).feasible:
+                out.append(candidate)
+        return out
+
     def _enumerate_unlaunched(self) -> Iterator[dict[str, Any]]:
         if not all(self.problem.space[n].is_finite for n in self.problem.space.names):
             return
-        for config in self.problem.enumerate(limit=len(self._launched) + 1):
+        for config in self.problem.enumerate(limit=len(self._by_config) + 1):
             full = {**dict(config), **self._last_extras}
-            if _key(full) not in self._launched:
+            if _key(full) not in self._by_config:
                 yield full
 
     # -- results -----------------------------------------------------------------------------------
@@ -642,43 +901,42 @@ class DnnSATTuner(Tuner):
         self.base.trial_end(base_id, value is not None)
 
     def receive_trial_result(self, parameter_id: int, parameters: Any, value: Any, **kwargs: Any) -> None:
-        """Pass a trial's final result to the base tuner (and to its aliases), in the base tuner's format."""
+        """Pass a trial's final result to the base tuner, with the parameters as the base tuner gave them."""
         with self._lock:
-            key = self._by_real.get(parameter_id)
-            if key is None:
+            launched = self._trials.get(parameter_id)
+            if launched is None:
                 _log.info("DnnSAT: result for unknown parameter id %s ignored", parameter_id)
                 return
-            launched = self._launched[key]
             launched.value, launched.has_value = value, True
             scalar = _scalar(value)
             if scalar is not None:
                 self._reals.append(scalar)
-            for base_id in launched.base_ids:
-                self.base.receive_trial_result(base_id, self._base_raw.get(base_id), value, **kwargs)
+            if launched.base_id is not None and not launched.ended:
+                raw = self._base_raw.get(launched.base_id)
+                self.base.receive_trial_result(launched.base_id, raw, value, **kwargs)
 
     def trial_end(self, parameter_id: int, success: bool, **kwargs: Any) -> None:
-        """End the trial in the base tuner (and its aliases)."""
+        """End the trial in the base tuner."""
         with self._lock:
-            key = self._by_real.get(parameter_id)
-            if key is None:
+            launched = self._trials.get(parameter_id)
+            if launched is None or launched.ended:
                 return
-            launched = self._launched[key]
             launched.ended = True
-            base_ids, launched.base_ids = launched.base_ids, []
-            for base_id in base_ids:
-                self._base_raw.pop(base_id, None)
-                self.base.trial_end(base_id, success, **kwargs)
+            if launched.base_id is not None:
+                self._base_raw.pop(launched.base_id, None)
+                self.base.trial_end(launched.base_id, success, **kwargs)
 
-    def import_data(self, data: Sequence[Any]) -> None:
+    def import_data(self, data: Sequence[Any]) -> Any:
         """Import finished trials (``[{"parameter": ..., "value": ...}]``): feasible ones go to the base
-        tuner in the pruned space's terms and count as launched; infeasible ones are skipped."""
+        tuner in its own space's terms and count as launched; infeasible ones are skipped. Returns what the
+        base tuner's ``import_data`` returns (PBT: the epoch to start from)."""
         with self._lock:
             if isinstance(data, str):
                 data = nni.load(data)
             if self._base_space is None:
                 if self._nni_space is None:
                     self._pending_import.extend(data)
-                return
+                return None
             accepted = []
             skipped = 0
             for trial in data:
@@ -694,17 +952,17 @@ class DnnSATTuner(Tuner):
                     skipped += 1
                     continue
                 full = {**config, **extras}
-                accepted.append({**trial, "parameter": self._to_base(full)})
-                self._launched.setdefault(
-                    _key(full), _Launched(None, [], trial.get("value"), "value" in trial, True)
+                as_base = trial["parameter"] if self._batch is not None else self._to_base(full)
+                accepted.append({**trial, "parameter": as_base})
+                self._by_config.setdefault(
+                    _key(full), _Launched(None, None, trial.get("value"), "value" in trial, True)
                 )
                 scalar = _scalar(trial.get("value"))
                 if scalar is not None:
                     self._reals.append(scalar)
             if skipped:
                 _log.info("DnnSAT: import_data skipped %d infeasible or out-of-space trial(s)", skipped)
-            if accepted:
-                self.base.import_data(accepted)
+            return self.base.import_data(accepted) if accepted else None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _on_exit(self) -> None:
@@ -726,7 +984,7 @@ class DnnSATClassArgsValidator(ClassArgsValidator):
         "mode": (str,),
         "penalty": (int, float),
         "max_attempts": (int,),
-        "dedup": (bool,),
+        "dedup": (bool, type(None)),
         "seed": (int,),
     }
 
