@@ -243,7 +243,8 @@ class Engine:
             if needs_z3 and self.opaque is None:
                 self._z3_leaves(blo, bhi, rid, alive, mask, status, witness, settled, self.z3_timeout_ms)
                 continue
-            if needs_z3 and self.opaque is not None:  # Python predicates too: Z3 decides the continuous part of each finite point
+            if needs_z3 and self.opaque is not None:
+                # Python predicates too: they test each finite point, Z3 decides its continuous part
                 blo, bhi, rid, split_dim = _take(alive & ~settled[rid], blo, bhi, rid, nb.split_dim)
                 small = self.domain.volume(blo, bhi) <= self.enum_limit
                 if small.any():
