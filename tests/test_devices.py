@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -10,9 +13,13 @@ from click.testing import CliRunner
 
 from dnnsat.cli import main
 from dnnsat.cost._devices import (
+    CPU_ISAS,
     NUMBERS,
+    CpuBackend,
     DeviceProfile,
     UnknownDeviceError,
+    cpu_backend_from_flags,
+    detect_cpu_backend,
     fit_device,
     get_device,
     list_devices,
@@ -138,3 +145,84 @@ def test_cli_calibrate_writes_a_usable_profile(tmp_path) -> None:  # type: ignor
     )
     res = CliRunner().invoke(main, ["calibrate", "--device", "tpu"])
     assert res.exit_code == 2 and "cpu" in res.output
+
+
+# /proc/cpuinfo flags (the vector part) of real CPUs
+_ZEN2 = (
+    "fpu sse sse2 ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes xsave avx f16c rdrand bmi1 avx2 bmi2 sha_ni"
+)
+_CASCADE_LAKE = "sse4_1 sse4_2 avx f16c fma avx2 avx512f avx512dq avx512cd avx512bw avx512vl avx512_vnni"
+_SAPPHIRE_RAPIDS = _CASCADE_LAKE + " avx_vnni avx512_bf16 avx512vbmi avx512_fp16 amx_bf16 amx_tile amx_int8"
+
+
+def test_backend_from_cpu_flags_and_environment() -> None:
+    def backend(flags: str, **env: str) -> tuple[str, str, int, bool, bool]:
+        b = cpu_backend_from_flags(flags.split(), env)
+        return b.isa, b.aten, b.channel_block, b.bf16, b.fp16
+
+    assert backend(_ZEN2) == ("avx2", "AVX2", 8, False, False)  # AMD EPYC 7002
+    assert backend(_CASCADE_LAKE) == ("avx512_core_vnni", "AVX512", 16, True, False)
+    assert backend(_SAPPHIRE_RAPIDS) == ("avx512_core_amx", "AVX512", 16, True, True)
+    # the emulation of an AVX2 machine the test suite runs under
+    avx2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert backend(_SAPPHIRE_RAPIDS, **avx2) == ("avx2", "AVX2", 8, False, False)
+    assert backend(_SAPPHIRE_RAPIDS, DNNL_MAX_CPU_ISA="AVX512_CORE")[0] == "avx512_core"
+    both = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16", "DNNL_MAX_CPU_ISA": "SSE41"}
+    assert backend(_SAPPHIRE_RAPIDS, **both)[0] == "avx512_core_bf16"  # ONEDNN_ first
+    assert backend(_SAPPHIRE_RAPIDS, ONEDNN_MAX_CPU_ISA="AVX10_1_512")[0] == "avx512_core_fp16"
+    assert backend(_SAPPHIRE_RAPIDS, ONEDNN_MAX_CPU_ISA="AVX2_VNNI")[0] == "avx2_vnni"
+    # a limit above the CPU, or one oneDNN does not know, changes nothing
+    assert backend(_ZEN2, ONEDNN_MAX_CPU_ISA="AVX512_CORE_AMX")[0] == "avx2"
+    assert (
+        backend(_ZEN2, ONEDNN_MAX_CPU_ISA="ALL")[0] == backend(_ZEN2, ONEDNN_MAX_CPU_ISA="avx9")[0] == "avx2"
+    )
+    assert backend(_ZEN2, ATEN_CPU_CAPABILITY="avx512")[1] == "AVX2"
+    assert backend(_ZEN2, ATEN_CPU_CAPABILITY="default")[1] == "DEFAULT"
+    assert backend("sse4_1 sse4_2") == ("sse41", "DEFAULT", 8, False, False)
+    with pytest.raises(ValueError, match="unknown oneDNN CPU ISA 'avx3'"):
+        CpuBackend("avx3")
+    assert CPU_ISAS[0] == "sse41" and CPU_ISAS[-1] == "avx512_core_amx_fp16"
+
+
+def test_detected_backend_is_what_pytorch_runs() -> None:
+    """The detection agrees with PyTorch itself, here and with AVX2 emulated (fresh interpreter)."""
+    torch = pytest.importorskip("torch")
+    code = (
+        "import json, torch; from dnnsat.cost._devices import detect_cpu_backend as d; b = d(); "
+        "print(json.dumps([b.isa, b.channel_block, b.aten == torch.backends.cpu.get_cpu_capability(), "
+        "b.bf16 == torch.ops.mkldnn._is_mkldnn_bf16_supported(), "
+        "b.fp16 == torch.ops.mkldnn._is_mkldnn_fp16_supported()]))"
+    )
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["avx2", 8, True, True, True]
+    local = detect_cpu_backend()
+    assert local.aten == torch.backends.cpu.get_cpu_capability()
+    assert local.bf16 == torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert local.fp16 == torch.ops.mkldnn._is_mkldnn_fp16_supported()
+
+
+def test_cpu_profiles_carry_an_isa_and_the_generic_one_is_this_machines() -> None:
+    local = detect_cpu_backend()
+    for name in ("cpu", "cpu-1core"):
+        p = get_device(name)
+        assert (p.isa, p.channel_block) == (local.isa, local.channel_block)
+        assert "detected at run time" in p.sources["isa"] and p.cpu_backend().isa == local.isa
+    gold, silver = get_device("xeon-gold-6226"), get_device("xeon-silver-4114")
+    assert (gold.isa, gold.channel_block, silver.isa, silver.channel_block) == (
+        "avx512_core_vnni", 16, "avx512_core", 16,
+    )  # fmt: skip
+    assert "Intel ARK" in gold.sources["isa"] and "Intel ARK" in silver.sources["isa"]
+    assert all(p.isa == "" for p in list_devices() if p.kind == "gpu")
+    # profiles without an isa (older JSON files) derive it from the channel block
+    bare = get_device("cpu").replace(isa="")
+    assert bare.replace(channel_block=8).cpu_backend().isa == "avx2"
+    assert bare.replace(channel_block=16).cpu_backend().isa == "avx512_core"
+    assert DeviceProfile.from_json(gold.to_json()) == gold
+    with pytest.raises(ValueError, match="isa must be empty for a GPU and one of sse41"):
+        get_device("cpu").replace(isa="avx3")
+    with pytest.raises(ValueError, match="isa must be empty for a GPU"):
+        get_device("t4").replace(isa="avx2")
+    with pytest.raises(ValueError, match="'t4' is a gpu, not a CPU"):
+        get_device("t4").cpu_backend()

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 from dnnsat.cost import Budget
+from dnnsat.cost._devices import DeviceProfile, detect_cpu_backend, get_device
 from dnnsat.cost._memory import CUDA_BLOCK, CUDA_SEGMENT, MEMORY_KEYS, memory_expressions
 from dnnsat.expr import Var, compile_scalar
 from dnnsat.graph import Network
@@ -197,3 +203,71 @@ def test_zoo_families_against_pytorch() -> None:
                 assert err <= 0.10, (fam, label, cfg, est, real)
                 errors.append(err)
     assert statistics.median(errors) <= 0.03
+
+
+def _conv12() -> Network:
+    """BatchNorm, then a 3x3 conv from 12 to 16 channels on a (4, 12, 12, 12) batch: fewer input
+    channels than an AVX-512 block (oneDNN reads the input as it is) but more than an AVX2 block
+    (oneDNN copies it, padded to 16 channels)."""
+    net = Network()
+    x = net.batchnorm(net.input((4, 12, 12, 12)))
+    return net.output(net.conv2d(x, 16, 3, padding=1))
+
+
+_CONV12_MODES = {
+    "train": Budget(mode="train", optimizer="sgd"),
+    "inference": Budget(mode="inference"),
+    "mixed": Budget(mode="train", optimizer="sgd", dtype="mixed"),
+}
+
+
+def conv12_peaks() -> dict[str, int]:
+    """Peak bytes PyTorch allocates for :func:`_conv12` per mode on this process's CPU backend."""
+    from dnnsat.torch import GraphModule, concretize, example_inputs
+
+    out = {}
+    for mode, budget in _CONV12_MODES.items():
+        torch.manual_seed(0)
+        module = GraphModule(concretize(_conv12(), {}))
+        amp = torch.bfloat16 if budget.dtype == "mixed" else None
+        m = peak_memory(
+            module, example_inputs(module, "cpu"), train=budget.train, optimizer="sgd", autocast=amp
+        )
+        out[mode] = m.peak
+    return out
+
+
+def _conv12_predicted(device: DeviceProfile | None) -> dict[str, int]:
+    net = _conv12()
+    return {m: _eval(memory_expressions(net, b, device))["memory"] for m, b in _CONV12_MODES.items()}
+
+
+def _emulated_peaks(isa: str, aten: str) -> dict[str, int]:
+    """:func:`conv12_peaks` in a fresh interpreter whose PyTorch runs oneDNN's ``isa`` kernels."""
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": isa, "ATEN_CPU_CAPABILITY": aten}
+    code = "import json; from tests.test_memory import conv12_peaks; print(json.dumps(conv12_peaks()))"
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("isa", "aten", "block"), [("AVX2", "avx2", 8), ("SSE41", "default", 8)])
+def test_conv_memory_follows_the_cpu_backend(isa: str, aten: str, block: int) -> None:
+    """Each backend's prediction is what PyTorch allocates under it: here (the detected backend) and
+    in a subprocess limited to ``isa`` (``ONEDNN_MAX_CPU_ISA``). On an AVX-512 CPU the two predictions
+    differ exactly as the two measurements do."""
+    here = conv12_peaks()
+    emulated = _emulated_peaks(isa, aten)
+    profile = get_device("cpu").replace(isa=isa.lower(), channel_block=block)
+    local = _conv12_predicted(None)
+    assert local == _conv12_predicted(get_device("cpu"))  # the generic CPU profile is this machine's
+    for predicted, real in ((local, here), (_conv12_predicted(profile), emulated)):
+        assert predicted["train"] == real["train"] and predicted["inference"] == real["inference"]
+        # autocast: the model keeps a bfloat16 copy of the bias that PyTorch does not (16 x 2 bytes;
+        # 0 without a bias, measured on AVX-512, AVX2 and SSE4.1)
+        assert 0 <= predicted["mixed"] - real["mixed"] <= 32
+    if detect_cpu_backend().avx512:
+        other = _conv12_predicted(profile)
+        assert {m: local[m] - other[m] for m in local} == {m: here[m] - emulated[m] for m in here}
+        assert here["inference"] < emulated["inference"] and here["mixed"] < emulated["mixed"]

@@ -6,12 +6,24 @@ This package never imports torch.
 
 from ._attach import attach, build_network, cost_expressions
 from ._budget import DTYPE_BYTES, MIXED, OPTIMIZERS, Budget
-from ._devices import DeviceProfile, UnknownDeviceError, fit_device, get_device, list_devices
+from ._devices import (
+    CPU_ISAS,
+    CpuBackend,
+    DeviceProfile,
+    UnknownDeviceError,
+    cpu_backend_from_flags,
+    detect_cpu_backend,
+    fit_device,
+    get_device,
+    list_devices,
+)
 from ._latency import latency_expressions
 from ._memory import memory_expressions
 
 __all__ = [
     "Budget",
+    "CPU_ISAS",
+    "CpuBackend",
     "DTYPE_BYTES",
     "DeviceProfile",
     "MIXED",
@@ -20,6 +32,8 @@ __all__ = [
     "attach",
     "build_network",
     "cost_expressions",
+    "cpu_backend_from_flags",
+    "detect_cpu_backend",
     "fit_device",
     "get_device",
     "latency_expressions",

@@ -13,7 +13,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+import os
+import platform
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -21,7 +24,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DeviceProfile", "UnknownDeviceError", "get_device", "list_devices", "fit_device", "CATALOG_PATH"]
+__all__ = [
+    "CATALOG_PATH",
+    "CPU_ISAS",
+    "CpuBackend",
+    "DeviceProfile",
+    "UnknownDeviceError",
+    "cpu_backend_from_flags",
+    "detect_cpu_backend",
+    "fit_device",
+    "get_device",
+    "list_devices",
+]
 
 CATALOG_PATH = Path(__file__).with_name("devices.yaml")
 NUMBERS = (
@@ -58,6 +72,147 @@ class UnknownDeviceError(ValueError):
     """A device name that is neither in the catalog nor a profile file."""
 
 
+# ------------------------------------------------------------------------------------------------
+# CPU backend: which kernels PyTorch runs on this CPU
+
+# oneDNN's x86-64 ISAs (``dnnl::cpu_isa``), oldest first, each with the CPU flags (Linux
+# ``/proc/cpuinfo`` names) it needs in all: oneDNN ``src/cpu/x64/cpu_isa_traits.hpp: mayiuse``.
+_ISA_FLAGS: dict[str, frozenset[str]] = {}
+for _isa, _base, _extra in (
+    ("sse41", None, "sse4_1"),
+    ("avx", "sse41", "avx"),
+    ("avx2", "avx", "avx2"),
+    ("avx2_vnni", "avx2", "avx_vnni"),
+    ("avx2_vnni_2", "avx2_vnni", "avx_vnni_int8 avx_ne_convert"),
+    ("avx512_core", "avx2", "avx512f avx512bw avx512vl avx512dq"),
+    ("avx512_core_vnni", "avx512_core", "avx512_vnni"),
+    ("avx512_core_bf16", "avx512_core_vnni", "avx512_bf16"),
+    ("avx512_core_fp16", "avx512_core_bf16", "avx512_fp16"),
+    ("avx512_core_amx", "avx512_core_fp16", "amx_tile amx_int8 amx_bf16"),
+    ("avx512_core_amx_fp16", "avx512_core_amx", "amx_fp16"),
+):
+    _ISA_FLAGS[_isa] = frozenset(_extra.split()) | (_ISA_FLAGS[_base] if _base else frozenset())
+CPU_ISAS = tuple(_ISA_FLAGS)
+# ONEDNN_MAX_CPU_ISA spellings of oneDNN >= 3.3 for the same ISAs (AVX10.1/512 = AVX-512 with FP16)
+_ISA_ALIASES = {
+    "avx10_1_512": "avx512_core_fp16",
+    "avx10_1_512_amx": "avx512_core_amx",
+    "avx10_1_512_amx_fp16": "avx512_core_amx_fp16",
+}
+
+
+def _includes(isa: str, base: str) -> bool:
+    """Whether oneDNN kernels for ``base`` run under ``isa`` (the ISAs are only partially ordered)."""
+    return isa in _ISA_FLAGS and _ISA_FLAGS[base] <= _ISA_FLAGS[isa]
+
+
+@dataclass(frozen=True)
+class CpuBackend:
+    """The CPU kernels PyTorch's convolutions run, which decide their buffers' layouts and sizes.
+
+    ``isa``: the oneDNN ISA (one of :data:`CPU_ISAS`; ``""`` where oneDNN's x86-64 kernels do not run,
+    e.g. on ARM, whose buffers are modelled like AVX2's, unvalidated); ``aten``: ATen's vector
+    capability (``torch.backends.cpu.get_cpu_capability()``: ``"AVX512"``, ``"AVX2"``, ``"DEFAULT"``);
+    ``source``: how they were found. The memory rules were measured on ``avx512_core_bf16`` and
+    ``avx2``; other ISAs use the rules of their class (AVX-512 or not).
+    """
+
+    isa: str
+    aten: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.isa and self.isa not in _ISA_FLAGS:
+            raise ValueError(f"unknown oneDNN CPU ISA {self.isa!r}; known: {', '.join(CPU_ISAS)}")
+
+    @property
+    def avx512(self) -> bool:
+        """oneDNN runs its AVX-512 kernels (16 fp32 lanes)."""
+        return _includes(self.isa, "avx512_core")
+
+    @property
+    def channel_block(self) -> int:
+        """Channels per oneDNN block (``nChw16c`` with AVX-512, ``nChw8c`` with SSE4.1 to AVX2); 4
+        (128-bit vectors) where oneDNN's x86-64 kernels do not run."""
+        return 16 if self.avx512 else 8 if self.isa else 4
+
+    @property
+    def bf16(self) -> bool:
+        """oneDNN has bfloat16 convolutions (``ideep::has_bf16_type_support``: AVX-512 or AVX2-VNNI-2);
+        without them PyTorch runs its own im2col kernels (``torch.ops.mkldnn._is_mkldnn_bf16_supported``)."""
+        return self.avx512 or self.isa == "avx2_vnni_2"
+
+    @property
+    def fp16(self) -> bool:
+        """oneDNN has float16 convolutions (``torch.ops.mkldnn._is_mkldnn_fp16_supported``)."""
+        return _includes(self.isa, "avx512_core_fp16") or self.isa == "avx2_vnni_2"
+
+
+def _cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo`` names), None where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def cpu_backend_from_flags(flags: Iterable[str], environ: Mapping[str, str]) -> CpuBackend:
+    """The backend PyTorch runs on an x86-64 CPU with these feature ``flags`` (Linux ``/proc/cpuinfo``
+    names) under the environment ``environ``: the best oneDNN ISA the flags allow within
+    ``ONEDNN_MAX_CPU_ISA`` (else ``DNNL_MAX_CPU_ISA``; like oneDNN, an unknown value, ``ALL`` or
+    ``DEFAULT`` sets no limit), and ATen's capability (``AVX512``: AVX-512 F/BW/VL/DQ and FMA;
+    ``AVX2``: AVX2 and FMA; else ``DEFAULT``) within ``ATEN_CPU_CAPABILITY``."""
+    have = frozenset(flags)
+    limit, notes = None, []
+    for var in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        value = environ.get(var, "").strip()
+        if value:
+            name = _ISA_ALIASES.get(value.lower(), value.lower())
+            limit = name if name in _ISA_FLAGS else None
+            notes.append(f"{var}={value}")
+            break
+    allowed = [i for i in CPU_ISAS if _ISA_FLAGS[i] <= have and (limit is None or _includes(limit, i))]
+    levels = ["DEFAULT"]
+    if {"avx2", "fma"} <= have:
+        levels.append("AVX2")
+        if _ISA_FLAGS["avx512_core"] <= have:
+            levels.append("AVX512")
+    wanted = environ.get("ATEN_CPU_CAPABILITY", "").strip().upper()
+    if wanted:
+        notes.append(f"ATEN_CPU_CAPABILITY={wanted}")
+    aten = levels[levels.index(wanted)] if wanted in levels else levels[-1]
+    return CpuBackend(allowed[-1] if allowed else "", aten, ", ".join(["CPU flags", *notes]))
+
+
+@cache
+def detect_cpu_backend() -> CpuBackend:
+    """This machine's :class:`CpuBackend` (:func:`cpu_backend_from_flags` of its flags and environment;
+    PyTorch reads the same variables when it starts: set them before Python starts). Read once.
+
+    Flags come from ``/proc/cpuinfo``; where it is missing (not Linux) from PyTorch's own detection
+    (``torch.backends.cpu.get_cpu_capability()``, imported only then). Not x86-64: ``isa`` is ``""``.
+    Once PyTorch is loaded, ``aten`` is its own answer.
+    """
+    if platform.machine().lower() not in ("x86_64", "amd64", "x86", "i686"):
+        return CpuBackend("", "", f"{platform.machine()}: oneDNN's x86-64 kernels do not run")
+    flags = _cpu_flags()
+    if flags is None:  # no /proc/cpuinfo: PyTorch's view of the CPU (before environment limits)
+        import torch
+
+        level = torch.backends.cpu.get_cpu_capability()
+        isa = {"AVX512": "avx512_core", "AVX2": "avx2"}.get(level, "sse41")
+        flags = _ISA_FLAGS[isa] | ({"fma"} if isa != "sse41" else set())
+    backend = cpu_backend_from_flags(flags, os.environ)
+    if "torch" in sys.modules:
+        aten = sys.modules["torch"].backends.cpu.get_cpu_capability()
+        backend = dataclasses.replace(backend, aten=aten)
+    return backend
+
+
 @dataclass(frozen=True)
 class DeviceProfile:
     """One device. Units: FLOP/s, bytes/s, bytes, seconds; ``efficiency`` values are shares of the peaks.
@@ -71,6 +226,9 @@ class DeviceProfile:
     bandwidth instead of ``memory_bandwidth`` (0: not modelled).
     ``kind`` is ``"gpu"`` (kernels run asynchronously to the host's dispatch: the latency model overlaps
     launch overhead with kernel time) or ``"cpu"`` (dispatch and kernels run one after the other).
+    ``isa`` (CPU): the oneDNN ISA its kernels use (:data:`CPU_ISAS`), which sets the memory model's
+    convolution buffers; ``""``: derived from ``channel_block`` (16: ``avx512_core``, else ``avx2``).
+    In the catalog, ``isa: local`` means this machine's, detected at run time with ``channel_block``.
     """
 
     name: str
@@ -81,6 +239,7 @@ class DeviceProfile:
     launch_overhead_s: float
     context_bytes: int = 0
     channel_block: int = 1
+    isa: str = ""
     cache_bytes: int = 0
     cache_bandwidth: float = 0.0
     efficiency: Mapping[str, float] = field(default_factory=lambda: {"compute": 0.5, "memory": 0.7})
@@ -102,6 +261,18 @@ class DeviceProfile:
             raise ValueError(
                 f"device {self.name!r}: peaks, bandwidth and efficiencies must be positive ({bad})"
             )
+        if self.isa and (self.kind != "cpu" or self.isa not in _ISA_FLAGS):
+            raise ValueError(
+                f"device {self.name!r}: isa must be empty for a GPU and one of {', '.join(CPU_ISAS)} "
+                f"for a CPU, got {self.isa!r}"
+            )
+
+    def cpu_backend(self) -> CpuBackend:
+        """The :class:`CpuBackend` of a CPU profile (``isa``, else derived from ``channel_block``)."""
+        if self.kind != "cpu":
+            raise ValueError(f"device {self.name!r} is a {self.kind}, not a CPU")
+        isa = self.isa or ("avx512_core" if self.channel_block >= 16 else "avx2")
+        return CpuBackend(isa, source=f"device profile {self.name!r}")
 
     def peak(self, dtype: str = "float32") -> float:
         """Peak FLOP/s PyTorch can use for ``dtype`` (``float32``, ``float16``, ``bfloat16``, ``mixed``)."""
@@ -143,6 +314,7 @@ class DeviceProfile:
         d["launch_overhead_s"] = float(d["launch_overhead_s"])
         d["context_bytes"] = int(d.get("context_bytes", 0))
         d["channel_block"] = int(d.get("channel_block", 1))
+        d["isa"] = str(d.get("isa", ""))
         d["cache_bytes"] = int(d.get("cache_bytes", 0))
         d["cache_bandwidth"] = float(d.get("cache_bandwidth", 0.0))
         if "efficiency" in d:
@@ -180,6 +352,15 @@ def _catalog() -> tuple[dict[str, DeviceProfile], dict[str, str]]:
         base = raw["defaults"][entry["kind"]]
         merged = {**base, **entry, "sources": {**base["sources"], **entry.get("sources", {})}}
         merged["name"] = str(name)
+        if merged.get("isa") == "local":
+            local = detect_cpu_backend()
+            merged["isa"], merged["channel_block"] = local.isa, local.channel_block
+            merged["sources"]["isa"] = merged["sources"]["channel_block"] = (
+                f"this machine's, detected at run time: oneDNN ISA {local.isa or 'none'} "
+                f"({local.source}), {local.channel_block}-channel blocks"
+            )
+        elif merged.get("isa") and "channel_block" not in entry:
+            merged["channel_block"] = CpuBackend(merged["isa"]).channel_block
         profiles[str(name)] = DeviceProfile.from_dict(merged)
         for alias in (name, *entry.get("aliases", ())):
             index[_key(str(alias))] = str(name)

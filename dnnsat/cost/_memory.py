@@ -23,9 +23,13 @@ Always live: weights (+ BatchNorm running statistics; mixed precision: the fp16 
 of matmul-like ops' weights are kept for backward like activations),
 optimizer state (SGD 0, momentum 1x, Adam/AdamW 2x the parameters; fp32 for mixed precision) and
 the input batch (+ targets). A GPU device adds the CUDA context, rounds every tensor to the caching
-allocator's 512-byte blocks, replaces the CPU convolution buffers (oneDNN re-layouts, see
-``_conv_mem`` in the catalog) by one cuDNN workspace the size of the largest convolution output (an
-estimate, not validated on a GPU here) and rounds the peak up to 2 MiB segments.
+allocator's 512-byte blocks, replaces the CPU convolution buffers by one cuDNN workspace the size of
+the largest convolution output (an estimate, not validated on a GPU here) and rounds the peak up to
+2 MiB segments.
+
+CPU convolution buffers depend on the kernels PyTorch runs, which depend on the CPU:
+:func:`cpu_conv_working_sets` follows the :class:`~dnnsat.cost.CpuBackend` of a CPU device profile,
+or, without a device, the one detected on this machine (oneDNN's ISA within ``ONEDNN_MAX_CPU_ISA``).
 
 Components are a breakdown of the peak, filled in this order: weights, optimizer, input, overhead,
 activations (kept for backward at the end of the forward; inference: the largest live set),
@@ -35,16 +39,17 @@ gradients (all parameter gradients), and ``memory_transient``, the rest, so that
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..expr import Const, Expr, ceildiv, maximum, minimum, sum_, where
+from ..expr import Const, Expr, all_, any_, ceildiv, maximum, minimum, sum_, where
 from ..graph import Network, Node
-from ..graph._catalog import Sizes, prod
+from ..graph._catalog import Attrs, Shape, Sizes, prod
 from ..graph._network import _implies, _split_gate
+from ._devices import CpuBackend, detect_cpu_backend
 
-__all__ = ["memory_expressions", "MEMORY_KEYS"]
+__all__ = ["memory_expressions", "cpu_conv_working_sets", "MEMORY_KEYS", "CONV_OPS"]
 
 MEMORY_KEYS = (
     "memory",
@@ -94,6 +99,173 @@ def _contradicts(gate: tuple[frozenset[int], dict[int, Any]], cond: Expr) -> boo
     return False
 
 
+# -- CPU convolutions: working sets by backend -----------------------------------------------------
+# Read off allocator traces (torch.profiler, profile_memory=True; torch 2.13, one intra-op thread) of
+# conv2d forward, backward-data and backward-weights passes over channels 1-40, kernels 1/3/5, strides,
+# dilation, groups and batches 1-16, natively on AVX-512 (oneDNN avx512_core_bf16) and with
+# ONEDNN_MAX_CPU_ISA=AVX2 (and SSE41, AVX512_CORE for the ISA classes). Elements unless noted.
+
+CONV_OPS = ("conv1d", "conv2d")
+_STRIDED_BWD_DATA_SCRATCH = 36888  # bytes: fixed buffer of the strided backward-data pass
+_HALF = {"mixed": "bf16", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16"}
+
+
+def _multiple(c: Expr, n: int) -> Expr:
+    return ceildiv(c, n) * n == c
+
+
+_Sets = tuple[Expr, Expr, Expr]
+
+
+def _choose(cond: Expr, then: Callable[[], _Sets], other: Callable[[], _Sets]) -> _Sets:
+    """``where(cond, then(), other())`` element-wise, building only the branch a constant ``cond`` takes."""
+    if cond.is_const:
+        return then() if cond.value else other()
+    t, o = then(), other()
+    return where(cond, t[0], o[0]), where(cond, t[1], o[1]), where(cond, t[2], o[2])
+
+
+def cpu_conv_working_sets(
+    x: Shape, y: Shape, a: Attrs, backend: CpuBackend, dtype: str, nbytes: int
+) -> tuple[Expr, Expr, Expr]:
+    """Transient bytes of a CPU ``conv{1,2}d`` in ``dtype`` (a Budget dtype; ``"mixed"`` is bfloat16
+    autocast) on ``backend``: (forward, besides the output; backward, besides the output, input and
+    weight gradients; backward when the input needs no gradient). ``nbytes``: bytes per element.
+
+    Which kernels run (``aten/src/ATen/native/Convolution.cpp: use_mkldnn``): fp32 runs oneDNN unless
+    the conv is an unstrided undilated 1x1 with a batch < 16 or has groups 1, a kernel <= 3, batch 1
+    and <= 20480 input elements; bfloat16/float16 run oneDNN where it has kernels for the dtype
+    (:attr:`CpuBackend.bf16`), else PyTorch's im2col kernels (``slow_conv2d``: columns of the whole
+    batch; dilated: of one sample; grouped: one group at a time, then ``torch.cat``; a bias gradient
+    summed over an fp32 copy of the output gradient).
+
+    oneDNN with ``B``-channel blocks (16 with AVX-512, 8 with AVX2): the forward reorders the input
+    (channels padded to ``B``) and the weight, and computes into a padded output converted back; a
+    first-layer conv (kernel > 1x1, fewer than ``B`` input channels) reads the plain input. Backward
+    data: the output gradient, the weight and the input gradient in blocked layouts; strided convs
+    (grouped ones with more than ``B`` channels per group) take a plain path: a fixed 36 KB buffer,
+    then two input-gradient-sized copies. Backward weights: the output gradient and the input in
+    blocked layouts; AVX-512 runs its AVX2 kernel for 4 to 15 input channels and its first-layer kernel
+    for 1-3 (AVX2: for 3); 16-bit kernels add an fp32 accumulator and transposed copies of one sample.
+    Where a kernel is missing (AVX2 with dilation, groups whose channels do not fill 8-blocks, ISAs
+    before AVX2) oneDNN runs an im2col GEMM (columns of one sample and group; backward weights: 4
+    weight-sized accumulators). Depthwise convs block the channels. Bias reorders (< 2 blocks) are
+    left out.
+    """
+    b, cin, sp = x[0], x[1], x[2:]
+    k, s, d, g, cout = a.kernel_size, a.stride, a.dilation, a.groups, a.out_channels
+    k2, sp_in, out_sp = prod(k), prod(sp), prod(y[2:])
+    cg, og = cin // g, cout // g
+    w = cout * cg * k2
+    gi = b * cin * sp_in
+    out = b * cout * out_sp
+    one = all_(ki == 1 for ki in k)
+    strided = any_(si > 1 for si in s)
+    dilated = any_(di > 1 for di in d)
+    half = _HALF.get(dtype)
+    if half is not None:
+        onednn: Expr = Const(getattr(backend, half))
+    elif nbytes == 4:
+        small = (g == 1) & any_(ki <= 3 for ki in k) & (b == 1) & (b * cin * sp_in <= 20480)
+        onednn = ~((one & ~strided & ~dilated & (b < 16)) | small)
+    else:  # float64 and 8-bit types: PyTorch's kernels
+        onednn = Const(False)
+    if isinstance(a.padding, str):
+        top = (k[0] - 1) * d[0] // 2 if a.padding == "same" else Const(0)
+        no_pad = Const(a.padding == "valid") | one
+    else:
+        top, no_pad = a.padding[0], all_(p == 0 for p in a.padding)
+
+    # PyTorch's im2col kernels
+    cols = where(one & ~strided & no_pad, 0, where(dilated, 1, b) * cg * k2 * out_sp)
+    go32 = where(dilated, 0, 2 * out) if half is not None and a.bias else Const(0)  # 2 units each
+
+    def own_single() -> _Sets:
+        return cols, maximum(cols, go32 - w), maximum(cols, go32 - w)
+
+    def own_groups() -> _Sets:
+        in_g = b * cg * sp_in
+        slices = b * og * out_sp + in_g + maximum(cols, go32 // g - w // g)
+        return maximum(in_g + cols, out), maximum(slices, gi + w), maximum(slices, w)
+
+    col = cg * k2 * out_sp
+    gemm = (maximum(col + 32, out), maximum(col + 32, gi) - w, maximum(col + 4 * w + 64, w))
+    big = 16 if backend.avx512 else 8
+
+    def pad(c: Expr, n: int = big) -> Expr:
+        return ceildiv(c, n) * n
+
+    def subsampled(n: int = big) -> Expr:
+        """A strided 1x1 conv first subsamples one input sample (+ 32 elements)."""
+        return where(one & strided, pad(cin, n) * out_sp + 32, 0)
+
+    def blocked_weights(n: int, first: Expr) -> Expr:
+        """Backward weights with ``n``-channel blocks (``first``: the plain input is read)."""
+        wg = pad(cout, n) * where(first, cin, pad(cin, n)) * k2
+        scratch = subsampled(n)
+        if half is not None:  # 16-bit kernels (not 1x1): fp32 accumulator, transposed input and gradient
+            rows = (sp[0] + 2 * top) * prod(sp[1:])
+            tr = 2 * wg + where(first, 0, pad(cin, n) * rows) + pad(cout, n) * (out_sp + 2) + 4290
+            scratch = where(one, scratch, tr)
+        copies = b * pad(cout, n) * out_sp + where(first, 0, b * pad(cin, n) * sp_in) + scratch
+        return maximum(copies + wg, wg + w) - w
+
+    # strided (groups 1, or more than B channels per group): plain output gradient, a fixed buffer,
+    # then two input-gradient-sized copies
+    scratch_data = _STRIDED_BWD_DATA_SCRATCH // nbytes
+    strided_data = maximum(out + cout * pad(cg) * k2 + gi + scratch_data, 3 * gi) - gi - w
+
+    def plain() -> _Sets:
+        """oneDNN, groups 1."""
+        first = ~one & (cin < big)
+        out_pad, in_pad = b * pad(cout) * out_sp, b * pad(cin) * sp_in
+        w_fwd = pad(cout) * where(first, cin, pad(cin)) * k2
+        fwd = maximum(subsampled() + where(first, 0, in_pad) + w_fwd + out_pad - out, out_pad)
+        data = maximum(out_pad + pad(cout) * pad(cin) * k2 + in_pad, in_pad + gi) - gi - w
+        if half is not None:
+            weights = blocked_weights(big, first)
+        elif backend.avx512:
+            weights = where(
+                ~one & (cin >= 4) & (cin < 16),
+                where(dilated, gemm[2], blocked_weights(8, Const(False))),
+                blocked_weights(16, ~one & (cin <= 3)),
+            )
+        else:
+            weights = where(dilated, gemm[2], blocked_weights(8, ~one & (cin == 3)))
+        return fwd, where(strided, strided_data, data), weights
+
+    def depthwise() -> _Sets:
+        """oneDNN, one channel per group: the channels are blocked."""
+        c_in, c_out, c_w = b * pad(cin) * sp_in, b * pad(cin) * out_sp, pad(cin) * k2
+        return (
+            maximum(c_in + c_w + c_out - out, c_out),
+            maximum(c_out + c_w + c_in, c_in + gi) - gi - w,
+            maximum(c_out + c_in + c_w, c_w + w) - w,
+        )
+
+    def grouped() -> _Sets:
+        """oneDNN, other groups: plain layouts where the channels per group fill 8-blocks, else GEMM
+        (AVX-512: in backward weights only)."""
+        in_blocks = _multiple(cg, 8) & _multiple(og, 8)
+        gemm_fwd = Const(False) if backend.avx512 else ~in_blocks
+        return (
+            where(gemm_fwd, gemm[0], maximum(gi + w, out)),
+            where(strided & (cg > big), strided_data, where(gemm_fwd, gemm[1], maximum(out, gi - w))),
+            where(in_blocks, maximum(out + gi, w), gemm[2]),
+        )
+
+    def dnn() -> _Sets:
+        if backend.isa in ("sse41", "avx"):  # no blocked kernels before AVX2
+            fwd, data, weights = gemm
+        else:
+            is_dw = (g == cin) & (cout == cin)
+            fwd, data, weights = _choose(g == 1, plain, lambda: _choose(is_dw, depthwise, grouped))
+        return fwd, maximum(data, weights), weights
+
+    sets = _choose(onednn, dnn, lambda: _choose(g == 1, own_single, own_groups))
+    return sets[0] * nbytes, sets[1] * nbytes, sets[2] * nbytes
+
+
 def _balanced_max(terms: Sequence[Expr]) -> Expr:
     items = [t for t in terms]
     if not items:
@@ -116,6 +288,12 @@ class _Model:
         self.optimizer = budget.optimizer or "sgd"
         self.gpu = device is not None and getattr(device, "kind", "cpu") == "gpu"
         self.device = device
+        self.dtype = budget.dtype
+        # the CPU kernels the model follows: a CPU profile's, else this machine's (detected)
+        self.backend: CpuBackend | None = None
+        if not self.gpu:
+            self.backend = device.cpu_backend() if hasattr(device, "cpu_backend") else detect_cpu_backend()
+        self.conv_sets: dict[int, tuple[Expr, Expr, Expr]] = {}
 
     # -- sizes ---------------------------------------------------------------------------------------
     def rounded(self, nbytes: Expr) -> Expr:
@@ -270,15 +448,7 @@ class _Model:
             while pi < len(prefix_events) and prefix_events[pi][0] <= k:
                 running = running + prefix_events[pi][1]
                 pi += 1
-            mem = node.info.mem  # type: ignore[union-attr]
-            ws = (
-                ()
-                if self.gpu and mem.cpu_kernels
-                else mem.workspace
-                if self.train
-                else (mem.eval_workspace if mem.eval_workspace is not None else mem.workspace)
-            )
-            here = self.roots[node.output].size + self.sizes(ws) + self.kept_extra(node)
+            here = self.roots[node.output].size + self.working_sets(node)[0] + self.kept_extra(node)
             fwd.append(running + sum_(spans[k]) + where(node.gate, here, 0))
             if k in extras:
                 running = running + extras[k]
@@ -306,14 +476,17 @@ class _Model:
         end = sum_(end_alive) + self.loss_scalars()  # outputs (referenced by the loop) and the loss
         for op in reversed(ops):
             k = op.index
-            grads = grads + where(op.gate, self.param_grad_bytes(op), 0)
+            # under autocast an op whose weights are cast computes their gradients in 16 bits; they
+            # become fp32 parameter gradients after its backward (ToCopyBackward)
+            own = 2 if self.casts_weights(op) else None
             if k in gspans and self.roots[op.output].grad:
-                mem = op.info.mem  # type: ignore[union-attr]
-                frozen = mem.backward_frozen is not None and not self.input_grad(op)
-                bw_sizes = mem.backward_frozen if frozen and mem.backward_frozen else mem.backward
-                bw = self.sizes(() if self.gpu and mem.cpu_kernels else bw_sizes)
-                live = unreleased[k] + grads + sum_(gspans[k]) + sum_(second[k])
+                _, bw, bw_frozen = self.working_sets(op)
+                if not self.input_grad(op):
+                    bw = bw_frozen
+                mine = where(op.gate, self.param_grad_bytes(op, own), 0)
+                live = unreleased[k] + grads + mine + sum_(gspans[k]) + sum_(second[k])
                 bwd.append(live + end + where(op.gate, bw, 0))
+            grads = grads + where(op.gate, self.param_grad_bytes(op), 0)
         return fwd, bwd, saved_end, sum_(end_alive)
 
     def _grad_spans(
@@ -336,6 +509,24 @@ class _Model:
             if uses[j][0] == k and j + 1 < len(uses):  # a later consumer's gradient is there already
                 second[k].append(where(uses[j][1] & suffix[j + 1], root.size, 0))
 
+    def working_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
+        """Transient bytes of ``node``: (forward, backward, backward when no input needs a gradient).
+        Convolutions follow the CPU backend's kernels (:func:`cpu_conv_working_sets`); on a GPU the
+        CPU kernels' buffers give way to the cuDNN workspace (see :meth:`expressions`)."""
+        mem = node.info.mem  # type: ignore[union-attr]
+        if self.gpu and mem.cpu_kernels:
+            return Const(0), Const(0), Const(0)
+        if node.op in CONV_OPS and self.backend is not None:
+            if node.index not in self.conv_sets:
+                x, y = self.net.tensors[node.inputs[0]].shape, self.net.tensors[node.output].shape
+                sets = cpu_conv_working_sets(x, y, node.attrs, self.backend, self.dtype, self.act)
+                self.conv_sets[node.index] = sets
+            return self.conv_sets[node.index]
+        fwd = mem.workspace
+        if not self.train and mem.eval_workspace is not None:
+            fwd = mem.eval_workspace
+        return self.sizes(fwd), self.sizes(mem.backward), self.sizes(mem.backward_frozen or mem.backward)
+
     def kept_extra(self, node: Node) -> Expr:
         """Bytes ``node`` keeps for backward besides its inputs and output (training only): the catalog's
         ``extra`` and, in mixed precision, the fp16 copies of its weights (and of an fp32 network input)
@@ -344,14 +535,18 @@ class _Model:
         if not self.train:
             return Const(0)
         kept = self.sizes(node.info.mem.extra)  # type: ignore[union-attr]
-        macs = node.info.macs  # type: ignore[union-attr]
-        if self.mixed and not (macs.is_const and macs.value == 0):
+        if self.casts_weights(node):
             kept = kept + self.param_grad_bytes(node, 2)
             for i in node.inputs:  # the fp16 copy of an fp32 network input
                 t = self.net.tensors[i]
                 if self.net.nodes[self.net.producer[i]].op == "input" and t.dtype != "int64":
                     kept = kept + self.rounded(2 * t.numel)
         return kept
+
+    def casts_weights(self, node: Node) -> bool:
+        """Mixed precision and a matmul-like op: autocast runs it on 16-bit copies of its weights."""
+        macs = node.info.macs  # type: ignore[union-attr]
+        return self.mixed and not (macs.is_const and macs.value == 0)
 
     def loss_scalars(self) -> Expr:
         """The loss and cross-entropy's total weight: two fp32 scalars alive until the step ends."""

@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..expr import Const, Expr, ExprLike, all_, any_, as_expr, ceildiv, digest, maximum, where
+from ..expr import Const, Expr, ExprLike, all_, as_expr, digest, maximum, where
 
 __all__ = [
     "Shape",
@@ -363,49 +363,12 @@ def _conv_infer(nd: int) -> InferFn:
 
 
 def _conv_mem(x: Shape, y: Shape, a: Attrs, nd: int) -> Mem:
-    """Working sets of ``torch.nn.functional.conv{1,2}d`` on the CPU (fp32, one intra-op thread,
-    torch 2.13, AVX-512 oneDNN: 16-channel blocks).
-
-    ``aten/src/ATen/native/Convolution.cpp: use_mkldnn``: oneDNN runs unless the conv is unstrided,
-    undilated, 1x1 with a batch < 16, or has groups 1, a kernel <= 3, batch 1 and <= 20480 input
-    elements. oneDNN copies the input (when it has >= 16 channels) and the weight into blocked layouts
-    with channels padded to 16, computes into a padded output and converts it back. Its backward
-    holds, besides the input and weight gradients: the reordered output gradient (+ the input
-    re-laid out for the weight gradient when groups is 1 and there are >= 16 channels), or a blocked
-    input gradient (+ a copy of it when strided), or a blocked weight gradient. The native path
-    unfolds the input (``Cin * k * Ho * Wo`` columns) for kernels other than an unstrided 1x1, in
-    forward and backward. Read off allocator traces (``torch.profiler``, ``profile_memory=True``).
-    """
-    b, cin, sp = x[0], x[1], x[2:]
-    k, s, d, g, cout = a.kernel_size, a.stride, a.dilation, a.groups, a.out_channels
-    w = cout * (cin // g) * prod(k)
-    out_sp = prod(y[2:])
-    plain_1x1 = all_((ki == 1) & (si == 1) & (di == 1) for ki, si, di in zip(k, s, d))
-    small = (g == 1) & any_(ki <= 3 for ki in k) & (b == 1) & (b * cin * prod(sp) <= 20480)
-    onednn = ~((plain_1x1 & (b < 16)) | small)
-    pad16 = lambda c: ceildiv(c, 16) * 16  # noqa: E731
-    in_copy = where(cin >= 16, b * pad16(cin) * prod(sp), 0)
-    out_pad = b * pad16(cout) * out_sp
-    cols = where(plain_1x1, 0, (cin // g) * prod(k) * out_sp)
-    out = b * cout * out_sp
-    # a strided 1x1 first subsamples one sample of the input into a scratch buffer (+ 32 elements)
-    strided_1x1 = all_(ki == 1 for ki in k) & any_(si > 1 for si in s)
-    scratch = where(strided_1x1, cin * out_sp + 32, 0)
-    fwd = where(onednn, maximum(scratch + in_copy + w + out_pad - out, out_pad), cols)
-    in_pad = b * pad16(cin) * prod(sp)
-    relayout = where((g == 1) & (cin >= 16), in_pad, 0)  # input re-layout for the weight gradient
-    # a strided conv's input gradient is copied once more (``clone``) unless groups have < 16 channels
-    clone = where(any_(si > 1 for si in s) & ((g == 1) | (cin // g >= 16)), b * cin * prod(sp), 0)
-    # beyond the input and weight gradients the model holds at this op's backward (the weight gradient
-    # is allocated last, so the earlier phases are short of it):
-    bwd = where(onednn, maximum(out_pad + relayout, in_pad + clone - w, w), cols)
-    frozen = where(onednn, maximum(out_pad + in_copy, w), cols)  # weight gradient only (network input)
+    """Memory of ``conv{1,2}d``: it saves its input. Its CPU working sets depend on the CPU backend
+    (oneDNN ISA, channel blocks) and live in ``dnnsat.cost._memory.cpu_conv_working_sets``; on a GPU
+    they give way to the cuDNN workspace (``cpu_kernels``)."""
     return Mem(
         saves=("in0",),
-        workspace=((fwd, "act"),),
-        backward=((bwd, "act"),),
-        backward_frozen=((frozen, "act"),),
-        largest_param=w,
+        largest_param=a.out_channels * (x[1] // a.groups) * prod(a.kernel_size),
         cpu_kernels=True,
     )
 

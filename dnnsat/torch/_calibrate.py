@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..cost._devices import DeviceProfile
+from ..cost._devices import DeviceProfile, detect_cpu_backend
 
 __all__ = ["calibrate", "measure_latency"]
 
@@ -125,7 +125,9 @@ def calibrate(
     * ``memory_bandwidth``: bytes read + written per second by ``Tensor.copy_`` of a large buffer;
     * ``launch_overhead_s``: time per call of a tiny op through an ``nn.Module`` (host dispatch);
     * ``context_bytes`` (CUDA): device memory in use after initialisation, minus PyTorch's allocations;
-    * ``channel_block`` (CPU): fp32 lanes of the vector unit PyTorch uses (16 AVX-512, 8 AVX2);
+    * ``isa``/``channel_block`` (CPU): the oneDNN ISA PyTorch's kernels use here and its channel block
+      (16 AVX-512, 8 AVX2), detected from the CPU flags within ``ONEDNN_MAX_CPU_ISA``
+      (:func:`~dnnsat.cost.detect_cpu_backend`);
     * ``cache_bytes``/``cache_bandwidth`` (CPU): the largest copy working set that runs clearly faster
       than DRAM, and its bandwidth.
 
@@ -183,8 +185,7 @@ def calibrate(
         else:
             memory_bytes, context = _host_memory_bytes(), 0
             label = platform.processor() or platform.machine()
-        capability = torch.backends.cpu.get_cpu_capability()
-        block = 1 if dev.type == "cuda" else {"AVX512": 16, "AVX2": 8}.get(capability, 4)
+        backend = detect_cpu_backend() if dev.type == "cpu" else None
     finally:
         torch.set_num_threads(previous)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -197,7 +198,8 @@ def calibrate(
         memory_bytes=memory_bytes,
         launch_overhead_s=launch,
         context_bytes=context,
-        channel_block=block,
+        channel_block=backend.channel_block if backend else 1,
+        isa=backend.isa if backend else "",
         cache_bytes=cache_bytes,
         cache_bandwidth=cache_bandwidth,
         efficiency={"compute": 1.0, "memory": 1.0},
@@ -211,7 +213,9 @@ def calibrate(
             + ("used - reserved after init" if dev.type == "cuda" else "none on CPU"),
             "channel_block": f"{how}: "
             + (
-                "no padding modelled on CUDA" if dev.type == "cuda" else f"fp32 lanes of {capability} vectors"
+                f"oneDNN ISA {backend.isa or 'none'} ({backend.source}), ATen {backend.aten}"
+                if backend
+                else "no padding modelled on CUDA"
             ),
             "cache_bytes": f"{how}: {cache_note}",
             "efficiency": f"{how}: 1 by construction (peaks are measured, not spec-sheet)",
