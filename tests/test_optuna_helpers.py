@@ -130,19 +130,11 @@ def test_infeasibility_and_reject_without_the_wrapper() -> None:
     assert set(pruned.params) == set(problem.space.names)  # completed so the values are exact
 
 
-def test_a_stale_lock_of_a_dead_worker_is_broken() -> None:
-    import time
-
-    from dnnsat.integrations.optuna._cache import load_or_compute_pruned_space
-    from optuna.study import StudyDirection
-
-    problem = synthetic_resnet_problem(flops_limit=1e11, params_limit=2e6)
-    storage = optuna.storages.InMemoryStorage()
-    study = optuna.create_study(storage=storage, study_name="s")
-    lock_name = f"dnnsat-lock:{study._study_id}:{problem.fingerprint()}:s"
-    lock = storage.create_new_study([StudyDirection.MINIMIZE], lock_name)  # its holder never finishes
-    storage.set_study_system_attr(lock, "dnnsat:lock_time", time.time() - 10)
-    t = time.perf_counter()
-    pruned = load_or_compute_pruned_space(study, problem, timeout=1.0)
-    assert pruned.computed and time.perf_counter() - t < 5
-    assert [s.study_name for s in optuna.get_all_study_summaries(storage)] == ["s"]
+def test_infeasibility_when_only_a_continuous_parameter_is_left_open() -> None:
+    """``lr * w <= 1`` with ``lr >= 0.01``: an enqueued ``w = 512`` leaves no feasible ``lr``."""
+    space = ds.Space({"w": ds.Int(16, 512, step=16), "lr": ds.Float(0.01, 1.0, log=True)})
+    problem = ds.Problem(space).require(space.vars.lr * space.vars.w <= 1.0, name="lrw")
+    assert "cannot be completed" in (infeasibility(problem, {"w": 512}) or "")
+    assert infeasibility(problem, {"w": 64}) is None  # lr <= 1/64 is left
+    assert "cannot be completed" in (infeasibility(problem, {"lr": 0.5}) or "")
+    assert "violates lrw" in (infeasibility(problem, {"lr": 0.05, "w": 512}) or "")

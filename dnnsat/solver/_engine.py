@@ -40,6 +40,7 @@ ENUM_WORK = 1 << 20  # ... or fewer, so that points x expression nodes stays und
 BATCH = 2048  # boxes per vectorized step
 POINTS_PER_STEP = 1 << 18
 FEW = 16  # up to this many boxes / points are evaluated one by one in generated Python code, not numpy
+POINT_NODES = 1 << 24  # points x expression nodes of one vectorized evaluation (about 128 MiB of float64)
 OPAQUE_LIMIT = 1_000_000  # Python predicates are evaluated at most this many times per operation
 
 
@@ -98,7 +99,10 @@ class Engine:
         whole = interval(self.constraints, box)
         self._open = [i for i, c in enumerate(self.constraints) if not whole[id(c)][0]]
         open_exprs = [self.constraints[i] for i in self._open]
-        self.enum_limit = min(ENUM_LIMIT, max(16, ENUM_WORK // max(1, len(topological(open_exprs)))))
+        nodes = max(1, len(topological(open_exprs)))
+        self.enum_limit = min(ENUM_LIMIT, max(16, ENUM_WORK // nodes))
+        # numpy evaluation holds about one array per expression node: bound points x nodes per call
+        self.points_per_call = max(FEW + 1, min(POINTS_PER_STEP, POINT_NODES // nodes))
         self._interval = compile_interval(open_exprs, box=box) if open_exprs else None
         self._vector = compile_vectorized(open_exprs, box=box) if open_exprs else None
         self._few: tuple[Callable[..., Any], Callable[..., Any]] | None = None  # compiled on first use
@@ -141,6 +145,9 @@ class Engine:
     def feasible_points(self, idx: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         """Exact feasibility of points (index arrays, canonical), including opaque predicates."""
         n = idx.shape[0]
+        if n > self.points_per_call:
+            step = self.points_per_call
+            return np.concatenate([self.feasible_points(idx[i : i + step], mask) for i in range(0, n, step)])
         self.stats["points"] += n
         ok = np.ones(n, dtype=bool)
         if self._vector is not None and n:

@@ -6,7 +6,7 @@
 Needs the ``optuna`` extra (``pip install dnnsat[optuna]``).
 """
 
-from ._cache import PrunedSpace, prune_count_key, pruned_space_key
+from ._cache import ProblemMismatchError, PrunedSpace, prune_count_key, pruned_space_key
 from ._demo import demo_study
 from ._grid import FeasibleGrid, feasible_grid
 from ._reject import infeasibility, reject_infeasible
@@ -17,6 +17,7 @@ __all__ = [
     "CONSTRAINT_ATTR_PREFIX",
     "DnnSATSampler",
     "FeasibleGrid",
+    "ProblemMismatchError",
     "PrunedSpace",
     "SamplerStats",
     "demo_study",

@@ -27,8 +27,7 @@ def infeasibility(problem: Problem, config: dict[str, Any]) -> str | None:
             return None
         names = [getattr(v, "name", str(v)) for v in verdict.violations]
         return f"{config} violates {', '.join(names) or 'the constraints'}"
-    finite = [k for k in missing if space[k].is_finite]
-    if not finite or problem.feasible_values(finite[0], dict(config)):
+    if problem.is_extendable(config):  # exact, continuous parameters included
         return None
     return f"{config} cannot be completed to a feasible configuration"
 

@@ -1,0 +1,1 @@
+"""Conformance harnesses: the integrated tools' own test suites, run against dnnsat's wrappers."""
