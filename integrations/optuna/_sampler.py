@@ -456,9 +456,8 @@ class DnnSATSampler(BaseSampler):
             (name, tuple(sorted(given.items()))),
             lambda: tuple(self._problem.feasible_intervals(name, dict(given))),
         )
-        for value in _candidates_in(spans, dist, proposal, bool(getattr(param, "log", False)))[
-            :_MAX_CANDIDATES
-        ]:
+        candidates = _candidates_in(spans, dist, proposal, log=bool(getattr(param, "log", False)))
+        for value in candidates[:_MAX_CANDIDATES]:
             if self._problem.is_extendable({**given, name: value}):
                 return value
         return None
