@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.graph_perf
 	$(BIN)/python -m benchmarks.budget_perf
 	$(BIN)/python -m benchmarks.optuna_overhead
+	$(BIN)/python -m benchmarks.optuna_threads
 	$(BIN)/python -m benchmarks.nni_overhead
 	$(BIN)/python -m benchmarks.memory_accuracy
 	$(BIN)/python -m benchmarks.latency_accuracy

@@ -19,10 +19,16 @@ BENCHMARKS = [
     "nasbench201",
     "nni_overhead",
     "optuna_overhead",
+    "optuna_threads",
     "solver_perf",
 ]
 PLOTS = README.with_name("plots")
-CUSTOM = {"graph_perf": ["--seed", "7"], "gpu_memory": ["--seed", "7"], "nni_overhead": ["--configs", "10"]}
+CUSTOM = {
+    "graph_perf": ["--seed", "7"],
+    "gpu_memory": ["--seed", "7"],
+    "nni_overhead": ["--configs", "10"],
+    "optuna_threads": ["--trials", "20"],
+}
 
 
 def test_every_benchmark_program_is_listed() -> None:
