@@ -182,6 +182,23 @@ def _split_comparison(expr: Expr) -> tuple[Expr | None, str | None, float | None
     return None, None, None
 
 
+def _proved(status: np.ndarray, operation: str) -> np.ndarray:
+    """Roots of :meth:`Engine.exists` proved feasible (a witness found).
+
+    A root the engine leaves undecided within its box budget (status -1) is not reported as feasible:
+    a value a sampler is offered must have a feasible completion. Such roots are logged; prune keeps
+    them (it only removes what is proved infeasible).
+    """
+    undecided = int((status == -1).sum())
+    if undecided:
+        logger.warning(
+            "%s: %d box(es) undecided within the engine's box budget are treated as infeasible",
+            operation,
+            undecided,
+        )
+    return status == 1
+
+
 class Problem:
     """A search space with constraints and named costs.
 
@@ -579,8 +596,9 @@ class Problem:
         return lo, hi, cfg
 
     def _exists_any(self, lo: np.ndarray, hi: np.ndarray, engine: Engine | None = None) -> bool:
+        """Whether some box holds a feasible configuration, proved by a witness (see :func:`_proved`)."""
         engine = engine or self._c().engine
-        return bool(len(lo)) and bool((engine.exists(lo, hi)[0] != 0).any())
+        return bool(len(lo)) and bool(_proved(engine.exists(lo, hi)[0], "is_extendable").any())
 
     def _view(self, cfg: Mapping[str, Any], engine: Engine | None = None) -> Engine:
         """The engine with the continuous search variables that ``cfg`` sets (and activates) pinned."""
@@ -595,8 +613,10 @@ class Problem:
     def is_extendable(self, partial: Mapping[str, Any]) -> bool:
         """Whether ``partial`` (some parameters set) extends to a feasible configuration.
 
-        Exact for finite parameters; values of continuous ``Float`` parameters are honoured. A complete
-        configuration gets the exact :meth:`check` (Python predicates included).
+        True only with a feasible completion found (a witness); values of continuous ``Float``
+        parameters are honoured. False when none exists, or, rarely and logged as a warning, when the
+        engine cannot decide within its box budget. A complete configuration gets the exact
+        :meth:`check` (Python predicates included).
         """
         cfg = self.space.validate(partial, partial=True)
         if all(n in cfg or not self.space.is_active(n, cfg) for n in self.space):
@@ -607,7 +627,9 @@ class Problem:
     def feasible_values(self, name: str, given: Mapping[str, Any] | None = None) -> list[Any]:
         """Values of ``name`` that extend ``given`` to at least one feasible configuration.
 
-        Sound and complete for finite parameters (forward checking); values of continuous parameters in
+        Forward checking for finite parameters: every value returned has a feasible completion (a
+        witness found); a value is left out only when it has none or, rarely and logged as a warning,
+        when the engine cannot decide it within its box budget. Values of continuous parameters in
         ``given`` are honoured. A continuous ``Float`` returns ``[low, high]``, the hull of
         :meth:`feasible_intervals`, or ``[]``. Values come in the parameter's own order.
         """
@@ -640,7 +662,7 @@ class Problem:
         conflict = pinned & (lo[np.tile(np.arange(m), n), d] != values_idx) if m else pinned
         status, _ = engine.exists(los, his)
         status = np.where(conflict, 0, status)
-        ok = {vals[j].item() for j in set(values_idx[status != 0].tolist())}
+        ok = {vals[j].item() for j in set(values_idx[_proved(status, "feasible_values")].tolist())}
         return [v for v in p.values() if p.encode(v) in ok]
 
     def feasible_intervals(

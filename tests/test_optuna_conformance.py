@@ -61,7 +61,6 @@ def _feasible(problem: ds.Problem, study: optuna.Study) -> list[bool]:
 # -- threads ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow  # OPEN DEFECT (2026-12-01): 1 of 200 trials infeasible with n_jobs=4; see the closing note
 def test_four_threads_200_trials_memory_budget_all_feasible() -> None:
     problem = ds.zoo.resnet(budget=ds.Budget(memory="8GiB"))
     sampler = DnnSATSampler(problem, RandomSampler(seed=0))

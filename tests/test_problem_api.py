@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -112,20 +113,28 @@ def test_continuous_parameters_in_constraints_go_to_z3() -> None:
         p.count()
 
 
-def test_z3_unknown_never_removes_a_value() -> None:
-    space = ds.Space({"n": ds.Int(1, 4), "x": ds.Float(0.0, 10.0), "y": ds.Float(0.0, 10.0)})
-    v = space.vars
-    p = ds.Problem(space).require(v.x * v.x * v.y * v.n - v.y * v.y * v.x * 3 >= 7.123456789, name="hard")
-    p.z3_timeout_ms = 1
-    lo, hi = p._c().domain.root()
-    roots = np.repeat(lo, 4, axis=0), np.repeat(hi, 4, axis=0)
-    roots[0][:, 0] = roots[1][:, 0] = np.arange(4)
-    status, _ = p._c().engine.exists(*roots)
-    assert (status == -1).any()  # Z3 could not decide some values in 1 ms ...
-    assert p.feasible_values("n") == [1, 2, 3, 4]  # ... and they are kept
-    p.z3_timeout_ms = 10_000
-    p._compiled = None
-    assert p.feasible_values("n") == [1, 2, 3, 4]  # and truly feasible (x = 10, y = 0.1 works)
+def test_undecided_boxes_are_never_offered_as_feasible(caplog: pytest.LogCaptureFixture) -> None:
+    from dnnsat.problem import _proved
+
+    with caplog.at_level(logging.WARNING, logger="dnnsat.problem"):
+        ok = _proved(np.array([1, -1, 0, 1], dtype=np.int8), "feasible_values")
+    assert ok.tolist() == [True, False, False, True]  # undecided (-1) is not feasible ...
+    assert "feasible_values: 1 box(es) undecided" in caplog.text  # ... and the user is told
+
+
+def test_feasible_values_on_a_memory_budget_are_proved() -> None:
+    # An 8 GiB ResNet study once launched an infeasible trial: feasible_values offered w0 = 352 and
+    # 384 (boxes the engine left undecided after 200,000 splits were counted as feasible), and no d0
+    # extended them. Structural dimensions are now split first, and undecided is never feasible.
+    p = ds.zoo.resnet(budget=ds.Budget(memory="8GiB"))
+    given = {"batch_size": 64, "resolution": 224, "block": "bottleneck", "groups": 32}
+    values = p.feasible_values("w0", given)
+    best = p.maximize("w0", given=given)  # branch and bound: an independent route to the largest w0
+    assert best is not None and best.proven and p.check(best.config).feasible
+    assert max(values) == best.config["w0"] == 320
+    assert not p.is_extendable({**given, "w0": 352}) and not p.is_extendable({**given, "w0": 384})
+    for w0 in values[-2:]:
+        assert p.is_extendable({**given, "w0": w0})
 
 
 def test_maximize_with_given_and_conditions() -> None:

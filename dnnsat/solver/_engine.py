@@ -41,6 +41,8 @@ BATCH = 2048  # boxes per vectorized step
 POINTS_PER_STEP = 1 << 18
 FEW = 16  # up to this many boxes / points are evaluated one by one in generated Python code, not numpy
 POINT_NODES = 1 << 24  # points x expression nodes of one vectorized evaluation (about 128 MiB of float64)
+WITNESSES = 6  # points tried per box before it is split (see Engine._witness_candidates)
+PINNED_BOXES = 200  # boxes per root of each finite search with the continuous variables pinned (before Z3)
 OPAQUE_LIMIT = 1_000_000  # Python predicates are evaluated at most this many times per operation
 
 
@@ -183,8 +185,14 @@ class Engine:
         return self.feasible_points(idx) & np.all(self.domain.canonical(idx) == idx, axis=1)
 
     def _witness_candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        mid = (lo + hi) // 2
-        return self.domain.canonical(np.concatenate([lo, hi, mid]))
+        """``WITNESSES`` points per box, stacked box-major per kind: the low and high corners, the
+        middle, and seeded random points (they find a witness in a box where each corner misses a
+        different constraint, long before splitting would)."""
+        rng = np.random.default_rng(len(lo))
+        random = [
+            lo + np.floor(rng.random(lo.shape) * (hi - lo + 1)).astype(lo.dtype) for _ in range(WITNESSES - 3)
+        ]
+        return self.domain.canonical(np.concatenate([lo, hi, (lo + hi) // 2, *random]))
 
     # -- existence ----------------------------------------------------------------------------------
     def exists(
@@ -207,6 +215,7 @@ class Engine:
         processed = 0
         needs_z3 = bool(self.domain.unpinned)
         self._opaque_used = 0
+        refute = self.domain.narrowest_open  # structural dimensions first: see Domain.narrowest_open
 
         def settle(points: np.ndarray, owners: np.ndarray) -> None:
             """Feasible ``points`` found in boxes of roots ``owners``: settle those roots, and try the
@@ -248,6 +257,8 @@ class Engine:
             surely, possibly = self.bounds(blo, bhi, mask)
             alive = possibly
             if needs_z3 and self.opaque is None:
+                self._pinned_witnesses(blo[alive], bhi[alive], rid[alive], mask, settle)
+                alive &= ~settled[rid]
                 self._z3_leaves(blo, bhi, rid, alive, mask, status, witness, settled, self.z3_timeout_ms)
                 continue
             if needs_z3 and self.opaque is not None:
@@ -263,7 +274,7 @@ class Engine:
                     timeout = self.z3_timeout_ms
                     self._z3_leaves(pts, pts, prid, possible, mask, status, witness, settled, timeout)
                 if (~small).any():
-                    self._push_split(stack, blo[~small], bhi[~small], rid[~small], split_dim[~small])
+                    self._push_split(stack, blo[~small], bhi[~small], rid[~small], split_dim[~small], refute)
                 continue
             full = surely & ~nb.undecided & alive
             if self.opaque is None and full.any():
@@ -277,7 +288,7 @@ class Engine:
                 continue
             cand = self._witness_candidates(blo, bhi)
             ok = self.feasible_points(cand, mask)
-            settle(cand[ok], np.tile(rid, 3)[ok])
+            settle(cand[ok], np.tile(rid, WITNESSES)[ok])
             blo, bhi, rid, split_dim = _take(~settled[rid], blo, bhi, rid, split_dim)
             if not len(rid):
                 continue
@@ -287,7 +298,7 @@ class Engine:
                 self._enumerate_exists(blo[small], bhi[small], rid[small], mask, settle)
             big = ~small
             if big.any():
-                self._push_split(stack, blo[big], bhi[big], rid[big], split_dim[big])
+                self._push_split(stack, blo[big], bhi[big], rid[big], split_dim[big], refute)
         open_ = ~settled
         status[open_] = 0
         return status, witness
@@ -317,12 +328,33 @@ class Engine:
         hi: np.ndarray,
         rid: np.ndarray,
         split_dim: np.ndarray,
+        choose: Callable[[np.ndarray, np.ndarray], np.ndarray],
     ) -> None:
-        dim = np.where(split_dim >= 0, split_dim, self.domain.widest(lo, hi))
+        dim = np.where(split_dim >= 0, split_dim, choose(lo, hi))
         clo, chi = self.domain.split(lo, hi, dim)
         crid = np.repeat(rid, 2)
         for s in range((len(crid) - 1) // BATCH * BATCH, -1, -BATCH):
             stack.append((clo[s : s + BATCH], chi[s : s + BATCH], crid[s : s + BATCH]))
+
+    def _pinned_witnesses(
+        self, lo: np.ndarray, hi: np.ndarray, rid: np.ndarray, mask: np.ndarray | None, settle: Any
+    ) -> None:
+        """Cheap witnesses before Z3: the continuous variables pinned to their lows, highs or middles
+        (one choice for all of them), each box searched as a finite problem (``PINNED_BOXES`` boxes per box).
+
+        A point feasible under such a pin is a feasible configuration of the unpinned problem; boxes it
+        settles never reach Z3 (a constraint on one Float, e.g. ``lr <= 0.1``, made Z3 decide every box
+        of every other parameter before).
+        """
+        cont = self.domain.continuous
+        for pick in (0, 1, 2):
+            if not len(rid):
+                return
+            pins = {n: (v, v) for n, (a, b) in cont.items() if a != b for v in [(a, b, (a + b) / 2)[pick]]}
+            status, found = self.restricted(pins).exists(lo, hi, mask, max_boxes=PINNED_BOXES * len(rid))
+            ok = status == 1
+            settle(found[ok], rid[ok])
+            lo, hi, rid = lo[~ok], hi[~ok], rid[~ok]
 
     def _z3_leaves(
         self,
@@ -417,7 +449,7 @@ class Engine:
                 yield Decomposition(blo[full], bhi[full], pts, empty, empty)
             big = mixed & ~small
             if big.any():
-                self._push_split(stack, blo[big], bhi[big], rid[big], nb.split_dim[big])
+                self._push_split(stack, blo[big], bhi[big], rid[big], nb.split_dim[big], self.domain.widest)
             if progress is not None and time.perf_counter() - last_report > 0.2:
                 progress(settled_volume / total if total else 1.0)
                 last_report = time.perf_counter()
@@ -490,6 +522,7 @@ class Engine:
                     bhi[big][order],
                     np.zeros(int(big.sum()), dtype=np.int64),
                     split_dim[big][order],
+                    self.domain.narrowest_open,
                 )
         return best, best_val, True
 
