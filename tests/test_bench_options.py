@@ -11,11 +11,14 @@ from benchmarks._report import README, writes_readme
 
 BENCHMARKS = [
     "budget_perf",
+    "fake_memory",
     "gpu_memory",
     "graph_perf",
     "hpo",
     "latency_accuracy",
     "memory_accuracy",
+    "memory_families",
+    "memory_mixed",
     "nasbench201",
     "nni_overhead",
     "optuna_overhead",

@@ -22,7 +22,7 @@ DTYPE_BYTES = {
     "fp8": 1,
 }
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
-MIXED = "mixed"  # automatic mixed precision: fp16 activations and compute, fp32 master weights
+MIXED = "mixed"  # torch.autocast (bf16 on a CPU, fp16 on CUDA) with fp32 master weights
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,21 @@ class Budget:
     one inference forward of the batch, e.g. ``"10ms"``) on ``device``: a profile name from
     ``dnnsat devices`` (``"a100-80gb"``), a :class:`~dnnsat.cost.DeviceProfile` or the path of a profile
     JSON written by ``dnnsat calibrate``. With a device and no ``memory``, the memory limit is the
-    device's capacity. ``dtype`` (``float32``, ``float16``, ``bfloat16``, ... or ``"mixed"``: fp16
-    activations with fp32 master weights) sets the bytes per parameter and activation element;
+    device's capacity. ``dtype`` (``float32``, ``float16``, ``bfloat16``, ... or ``"mixed"``: a step
+    under ``torch.autocast`` with fp32 master weights, each op's output dtype following autocast's op
+    lists for the device) sets the bytes per parameter and activation element;
     ``optimizer`` (``sgd`` (default), ``momentum``, ``adam``, ``adamw``), ``mode`` (``"train"`` or
     ``"inference"``: BatchNorm's training rule applies only when training) and ``batch_size`` (for
     models whose input has no batch variable) feed the memory and latency models.
+
+    ``margin`` (``0 <= margin < 1``, default 0): a safety margin on the estimated costs, ``memory`` and
+    ``latency``: a configuration passes when its estimate is at most ``limit * (1 - margin)`` (with
+    ``memory="24GiB", margin=0.05`` the model may use 22.8 GiB); params, weight bytes and FLOPs are
+    exact counts and keep their limits. What users do to fit memory (training only):
+    ``checkpoint=True`` runs every ``repeat`` block under activation checkpointing
+    (``torch.utils.checkpoint``: a block keeps only its input; its backward recomputes its forward);
+    ``accumulation_steps=k`` splits the batch (dim 0 of the network inputs, a space variable) into
+    ``k`` micro-batches whose gradients accumulate before one optimizer step.
     """
 
     params: int | float | None = None
@@ -52,6 +62,9 @@ class Budget:
     optimizer: str | None = None
     mode: str = "train"
     batch_size: int | None = None
+    margin: float = 0.0
+    checkpoint: bool = False
+    accumulation_steps: int = 1
     device_profile: Any = field(default=None, compare=False, repr=False)  # resolved DeviceProfile or None
 
     def __init__(
@@ -66,6 +79,9 @@ class Budget:
         optimizer: str | None = None,
         mode: str = "train",
         batch_size: int | None = None,
+        margin: float = 0.0,
+        checkpoint: bool = False,
+        accumulation_steps: int = 1,
     ) -> None:
         def q(value: Any, kind: str) -> Any:
             return None if value is None else parse_quantity(value, kind)
@@ -80,6 +96,15 @@ class Budget:
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
             raise ValueError(f"Budget: batch_size must be a positive int, got {batch_size!r}")
+        if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < 1:
+            raise ValueError(f"Budget: margin must be a number with 0 <= margin < 1, got {margin!r}")
+        if not isinstance(checkpoint, bool):
+            raise ValueError(f"Budget: checkpoint must be True or False, got {checkpoint!r}")
+        steps = accumulation_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"Budget: accumulation_steps must be a positive int, got {steps!r}")
+        if (checkpoint or steps > 1) and mode != "train":
+            raise ValueError("Budget: checkpoint and accumulation_steps apply to training (mode='train')")
         object.__setattr__(self, "params", q(params, "count"))
         object.__setattr__(self, "weight_bytes", q(weight_bytes, "bytes"))
         object.__setattr__(self, "flops", q(flops, "flops"))
@@ -98,6 +123,9 @@ class Budget:
         object.__setattr__(self, "optimizer", optimizer.lower() if optimizer else None)
         object.__setattr__(self, "mode", mode)
         object.__setattr__(self, "batch_size", batch_size)
+        object.__setattr__(self, "margin", float(margin))
+        object.__setattr__(self, "checkpoint", checkpoint)
+        object.__setattr__(self, "accumulation_steps", steps)
 
     @property
     def dtype_bytes(self) -> int:
@@ -111,7 +139,8 @@ class Budget:
 
     @property
     def act_bytes(self) -> int:
-        """Bytes per activation element."""
+        """Bytes per activation element (``"mixed"``: of the 16-bit ones; the memory model gives every
+        tensor autocast's dtype)."""
         return 2 if self.dtype == MIXED else DTYPE_BYTES[self.dtype]
 
     @property
@@ -119,9 +148,13 @@ class Budget:
         return self.mode == "train"
 
     def limits(self) -> dict[str, int | float]:
-        """The limits that are set, by cost name."""
+        """The limits that are set, by cost name (``memory`` and ``latency`` less the ``margin``)."""
         names = ("params", "weight_bytes", "flops", "memory", "latency")
-        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        out = {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        for name in _ESTIMATED:
+            if name in out and self.margin:
+                out[name] = out[name] * (1 - self.margin)
+        return out
 
     @classmethod
     def parse(cls, text: str) -> Budget:
@@ -133,8 +166,18 @@ class Budget:
             key, value = (s.strip() for s in part.split("=", 1))
             if key not in _FIELDS:
                 raise ValueError(f"unknown budget item {key!r}")
-            kwargs[key] = int(value) if key == "batch_size" else value
+            kwargs[key] = _PARSE.get(key, str)(value)
         return cls(**kwargs)
 
 
 _FIELDS = frozenset(f.name for f in fields(Budget) if f.name != "device_profile")  # keyword arguments
+_ESTIMATED = ("memory", "latency")  # the limits a margin applies to
+
+
+def _flag(text: str) -> bool:
+    if text.lower() not in ("true", "false", "1", "0"):
+        raise ValueError(f"budget item: expected true or false, got {text!r}")
+    return text.lower() in ("true", "1")
+
+
+_PARSE: dict[str, Any] = {"batch_size": int, "accumulation_steps": int, "margin": float, "checkpoint": _flag}

@@ -19,13 +19,24 @@ their input), with the liveness PyTorch gives them, and takes the peak over ever
   (1 x all parameters); SGD (with or without momentum) updates in place
   (``torch/optim/adam.py: _single_tensor_adam / _multi_tensor_adam``, ``torch/optim/sgd.py``).
 
-Always live: weights (+ BatchNorm running statistics; mixed precision: the fp16 copies autocast makes
-of matmul-like ops' weights are kept for backward like activations),
+Always live: weights (+ BatchNorm running statistics),
 optimizer state (SGD 0, momentum 1x, Adam/AdamW 2x the parameters; fp32 for mixed precision) and
 the input batch (+ targets). A GPU device adds the CUDA context, rounds every tensor to the caching
 allocator's 512-byte blocks, replaces the CPU convolution buffers by one cuDNN workspace the size of
 the largest convolution output (an estimate, not validated on a GPU here) and rounds the peak up to
 2 MiB segments.
+
+Mixed precision (``dtype="mixed"``) is a step under ``torch.autocast``: every tensor gets the dtype
+autocast gives it (each catalog op's :class:`~dnnsat.graph._catalog.Autocast` policy for the device
+type, type promotion for the others, :meth:`_Model.autocast`); an op that casts an input saves the
+cast copy instead, 16-bit weight copies live in autocast's cache to the end of the forward (and to
+the op's backward when it keeps them), the loss runs in fp32.
+
+What users do to fit memory (:class:`~dnnsat.cost.Budget`): ``checkpoint=True`` runs the outermost
+``repeat`` blocks under ``torch.utils.checkpoint`` (:meth:`_Model.checkpoint_blocks`: the forward keeps
+only block inputs, the backward of a block sees its recomputed saved tensors);
+``accumulation_steps=k`` evaluates everything at the micro-batch (:func:`micro_batches`) with all
+parameter gradients alive through the forward and backward of later micro-batches.
 
 CPU convolution buffers depend on the kernels PyTorch runs, which depend on the CPU:
 :func:`cpu_conv_working_sets` follows the :class:`~dnnsat.cost.CpuBackend` of a CPU device profile,
@@ -43,14 +54,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..expr import Const, Expr, all_, any_, ceildiv, maximum, minimum, sum_, where
+from ..expr import Const, Expr, all_, any_, ceildiv, maximum, minimum, substitute, sum_, where
 from ..graph import Network, Node
-from ..graph._catalog import Attrs, Shape, Sizes, prod
+from ..graph._catalog import CATALOG, Attrs, Shape, Sizes, prod
 from ..graph._network import _implies, _split_gate
 from ._devices import CpuBackend, detect_cpu_backend
 
-__all__ = ["memory_expressions", "cpu_conv_working_sets", "MEMORY_KEYS", "CONV_OPS"]
+__all__ = [
+    "memory_expressions",
+    "cpu_conv_working_sets",
+    "cpu_conv_transpose_working_sets",
+    "MEMORY_KEYS",
+    "CONV_OPS",
+]
 
+MAX_POOL_OPS = frozenset({"maxpool1d", "maxpool2d", "adaptive_maxpool1d", "adaptive_maxpool2d"})
 MEMORY_KEYS = (
     "memory",
     "memory_weights",
@@ -117,6 +135,13 @@ def _multiple(c: Expr, n: int) -> Expr:
 _Sets = tuple[Expr, Expr, Expr]
 
 
+def _group_blocks(cg: Expr, og: Expr, backend: CpuBackend) -> Expr:
+    """Channels per group (in, out) that oneDNN's blocked grouped forward kernels take: multiples of
+    4 with AVX-512, of 8 with AVX2 (allocator traces, see ``grouped`` in :func:`cpu_conv_working_sets`)."""
+    n = 4 if backend.avx512 else 8
+    return _multiple(cg, n) & _multiple(og, n)
+
+
 def _choose(cond: Expr, then: Callable[[], _Sets], other: Callable[[], _Sets]) -> _Sets:
     """``where(cond, then(), other())`` element-wise, building only the branch a constant ``cond`` takes."""
     if cond.is_const:
@@ -166,7 +191,10 @@ def cpu_conv_working_sets(
     if half is not None:
         onednn: Expr = Const(getattr(backend, half))
     elif nbytes == 4:
-        small = (g == 1) & any_(ki <= 3 for ki in k) & (b == 1) & (b * cin * sp_in <= 20480)
+        # a conv1d runs as a conv2d of kernel (1, k): its kernel always has a side <= 3 (allocator
+        # traces of nn.Conv1d with kernels 3-5 at batch 1)
+        narrow = any_(ki <= 3 for ki in k) if len(k) > 1 else Const(True)
+        small = (g == 1) & narrow & (b == 1) & (b * cin * sp_in <= 20480)
         onednn = ~((one & ~strided & ~dilated & (b < 16)) | small)
     else:  # float64 and 8-bit types: PyTorch's kernels
         onednn = Const(False)
@@ -221,6 +249,11 @@ def cpu_conv_working_sets(
         out_pad, in_pad = b * pad(cout) * out_sp, b * pad(cin) * sp_in
         w_fwd = pad(cout) * where(first, cin, pad(cin)) * k2
         fwd = maximum(subsampled() + where(first, 0, in_pad) + w_fwd + out_pad - out, out_pad)
+        if len(k) == 1 and not backend.avx512 and not isinstance(a.padding, str):
+            # AVX2, conv1d: a dilated kernel with a left padding >= 4 that keeps the length runs the
+            # im2col GEMM forward (allocator traces of nn.Conv1d, kernels 2-7, dilations 1-5)
+            wide = dilated & (a.padding[0] >= 4) & (out_sp == sp_in)
+            fwd = where(wide, gemm[0], fwd)
         data = maximum(out_pad + pad(cout) * pad(cin) * k2 + in_pad, in_pad + gi) - gi - w
         if half is not None:
             weights = blocked_weights(big, first)
@@ -245,11 +278,18 @@ def cpu_conv_working_sets(
 
     def grouped() -> _Sets:
         """oneDNN, other groups: plain layouts where the channels per group fill 8-blocks, else GEMM
-        (AVX-512: in backward weights only)."""
+        (AVX-512: in backward weights only).
+
+        Forward: oneDNN runs a blocked grouped kernel where the output channels per group are a
+        multiple of 8 and an unstrided conv has fewer than 8 input channels, or (AVX-512) both channels per
+        group are multiples of 4, or (AVX2) of 8; else the im2col GEMM (allocator traces of no-grad
+        3x3 convs, channels per group 1-16 x 1-16, groups 2 and 4, AVX-512 and AVX2 emulated)."""
         in_blocks = _multiple(cg, 8) & _multiple(og, 8)
         gemm_fwd = Const(False) if backend.avx512 else ~in_blocks
+        per_group = _group_blocks(cg, og, backend)
+        fwd_gemm = ~(per_group | (_multiple(og, 8) & (cin < 8) & ~strided))
         return (
-            where(gemm_fwd, gemm[0], maximum(gi + w, out)),
+            where(fwd_gemm, gemm[0], maximum(gi + w, out)),
             where(strided & (cg > big), strided_data, where(gemm_fwd, gemm[1], maximum(out, gi - w))),
             where(in_blocks, maximum(out + gi, w), gemm[2]),
         )
@@ -264,6 +304,92 @@ def cpu_conv_working_sets(
 
     sets = _choose(onednn, dnn, lambda: _choose(g == 1, own_single, own_groups))
     return sets[0] * nbytes, sets[1] * nbytes, sets[2] * nbytes
+
+
+def cpu_bf16_matmul_scratch(m: Expr, k: Expr, n: Expr) -> tuple[Expr, Expr, Expr]:
+    """Scratchpad bytes of oneDNN's bfloat16 matmul (brgemm) for ``(m, k) @ (k, n)``, as ``linear``
+    runs it under CPU autocast: (forward, input gradient, weight gradient). Read off allocator traces
+    (torch 2.13, one intra-op thread, avx512_core_bf16) of ``addmm``/``mm`` over m 8-4096, k and n
+    10-2048: exact for k, n <= 512 in the forward (a packed 64-column weight block, an fp32
+    accumulator of at most 256 x 64 and 1 KB), within 35 % beyond; the weight gradient
+    (``grad.t() @ x``) copies blocks of the transposed gradient and accumulates the whole
+    ``(n, k)`` block in fp32 once the reduction over ``m`` exceeds 512 rows (within 15 % except for
+    n or k below 64). PyTorch hands oneDNN only products with ``m * k * n > 16**3``
+    (``aten/src/ATen/native/mkldnn/Matmul.cpp``); smaller ones, and CPUs without oneDNN bfloat16
+    kernels (AVX2), allocate none."""
+
+    def forward(m: Expr, k: Expr, n: Expr) -> Expr:
+        return ceildiv(minimum(k, 512), 32) * 32 * 128 + minimum(m, 256) * minimum(n, 64) * 4 + 1024
+
+    rows = minimum(n, 256)
+    small = 2 * rows * m + 256 * rows + 128 * m + 1152
+    large = rows * (1088 + 4 * minimum(ceildiv(k, 64) * 64, 1024)) + 66688
+    onednn = m * k * n > 4096
+    return (
+        where(onednn, forward(m, k, n), 0),
+        where(onednn, forward(m, n, k), 0),
+        where(onednn & (m <= 512), small, where(onednn, large, 0)),
+    )
+
+
+def cpu_conv_transpose_working_sets(x: Shape, y: Shape, a: Attrs, backend: CpuBackend, nbytes: int) -> _Sets:
+    """Transient bytes of a CPU ``conv_transpose2d`` (fp32; other dtypes: the same element counts):
+    (forward besides the output, backward besides the output, input and weight gradients, backward
+    when the input needs no gradient). Read off allocator traces (torch 2.13, one intra-op thread,
+    AVX-512 native and AVX2 emulated; channels 3-64, kernels 2-4, strides 1-3, groups 1-3, batches
+    1-8); upper bounds where a trace left a choice.
+
+    PyTorch picks the kernel like a convolution's (``use_mkldnn``): batch 1, groups 1, a kernel side
+    <= 3 and <= 20480 input elements run ``slow_conv_transpose2d``, whose columns
+    (``out_channels * k * k * H_in * W_in``) live through the forward and, with a copy of the output
+    gradient, through each backward pass. Otherwise oneDNN runs it as a backward-data convolution:
+    depthwise, unstrided, or grouped with channels per group filling blocks (as
+    :func:`cpu_conv_working_sets`): a scratch buffer (the padded output + 32), then the input,
+    the weights and the output in blocked layouts at once (grouped: plain weights); strided (groups 1
+    or more than 8 input channels per group): a scratch of the output + 14406 elements where the
+    kernel equals the stride, else ``max(9254, input + 5158)``, with the plain input and output and
+    the weights padded on the output channels; other grouped ones: an im2col GEMM (an output-sized
+    buffer + one sample's and group's columns + 96). Backward: the output gradient, the input and the
+    weights in those layouts (GEMM: the columns and 4 weight-sized accumulators).
+    """
+    b, cin, sp = x[0], x[1], x[2:]
+    k, s, g, cout = a.kernel_size, a.stride, a.groups, a.out_channels
+    blk = backend.channel_block
+
+    def pad(c: Expr) -> Expr:
+        return ceildiv(c, blk) * blk
+
+    cg, og = cin // g, cout // g
+    k2, sp_in, sp_out = prod(k), prod(sp), prod(y[2:])
+    inp, out = b * cin * sp_in, b * cout * sp_out
+    in_pad, out_pad = b * pad(cin) * sp_in, b * pad(cout) * sp_out
+    strided = any_(si > 1 for si in s)
+    same = all_(ki == si for ki, si in zip(k, s))
+    depthwise = (g == cin) & (cout == cin)
+    per_group = _group_blocks(cg, og, backend)
+    w_blk = where(g == 1, pad(cin) * pad(cout), where(depthwise, pad(cin), cin * og)) * k2
+    blocked = (out_pad + 32 + in_pad + w_blk + out_pad - out, out_pad + in_pad + w_blk)
+    scratch = where(same, out + 14406, maximum(9254, inp + 5158))
+    w_str = cin * pad(cout) * k2
+    plain = (maximum(scratch + inp + w_str, out), out + inp + w_str)
+    cols = og * k2 * sp_in
+    gemm = (out + cols + 96, cols + 4 * cin * og * k2 + 96)
+    dnn = _choose(
+        strided & ((g == 1) | (cg > 8)),
+        lambda: (*plain, plain[1]),
+        lambda: _choose(
+            depthwise | per_group | (g == 1),
+            lambda: (*blocked, blocked[1]),
+            lambda: (*gemm, gemm[1]),
+        ),
+    )
+    slow = (g == 1) & any_(ki <= 3 for ki in k) & (b == 1) & (inp <= 20480)
+    c = cout * k2 * sp_in
+    return (
+        where(slow, c, dnn[0]) * nbytes,
+        where(slow, c + out, dnn[1]) * nbytes,
+        where(slow, c + out, dnn[2]) * nbytes,
+    )
 
 
 def _balanced_max(terms: Sequence[Expr]) -> Expr:
@@ -285,6 +411,9 @@ class _Model:
         self.act = budget.act_bytes
         self.pbytes = budget.param_bytes
         self.mixed = budget.dtype == "mixed"
+        self.steps = budget.accumulation_steps if self.train else 1
+        self.checkpoint = budget.checkpoint
+        self.accumulated: Expr = Const(0)  # gradients accumulated by earlier micro-batches
         self.optimizer = budget.optimizer or "sgd"
         self.gpu = device is not None and getattr(device, "kind", "cpu") == "gpu"
         self.device = device
@@ -299,11 +428,14 @@ class _Model:
     def rounded(self, nbytes: Expr) -> Expr:
         return ceildiv(nbytes, CUDA_BLOCK) * CUDA_BLOCK if self.gpu else nbytes
 
-    def sizes(self, items: Sizes) -> Expr:
-        """Bytes of ``((elements, kind), ...)``, each tensor rounded like the allocator."""
+    def sizes(self, items: Sizes, act: int | None = None) -> Expr:
+        """Bytes of ``((elements, kind), ...)``, each tensor rounded like the allocator (``act``: bytes
+        per activation element, default the budget's)."""
         total: Expr = Const(0)
         for n, kind in items:
-            b = self.act if kind == "act" else self.pbytes if kind == "param" else _FIXED[kind]
+            if kind == "mask":  # a dropout mask: the input's dtype on the CPU, bool on CUDA (see Mem)
+                kind = "bool" if self.gpu else "act"
+            b = (act or self.act) if kind == "act" else self.pbytes if kind == "param" else _FIXED[kind]
             total = total + self.rounded(n * b)
         return total
 
@@ -315,6 +447,8 @@ class _Model:
         self.roots: dict[int, _Root] = {}
         self.persistent: list[tuple[Expr, Expr]] = []  # (gate, bytes) of network inputs
         self.alloc_nodes: list[Node] = []
+        self.autocast()
+        self.checkpoint_blocks()
         for node in net.nodes:
             out = node.output
             t = net.tensors[out]
@@ -345,33 +479,53 @@ class _Model:
                 alias[out] = alias[ins[0]]
                 continue
             alias[out] = [(Const(True), out)]
-            self.roots[out] = _Root(
-                node.index, node.gate, self.rounded(t.numel * self.act), needs_grad[out], [], [], []
-            )
+            size = self.rounded(t.numel * self.tensor_bytes(out))
+            self.roots[out] = _Root(node.index, node.gate, size, needs_grad[out], [], [], [])
             self.alloc_nodes.append(node)
+        self.cat_nodes: list[Node] = []  # training: concats, whose input gradients are views
         for node in net.nodes:
+            if node.info is None and node.same_shape:
+                # a repeat block's input stays alive until the block's output is selected, as the
+                # argument of a block's ``forward`` in Python and in ``dnnsat.torch.GraphModule`` (which
+                # checks the shapes there); allocator traces of the zoo transformer's eval forward
+                for c, r in alias[node.cases[-1][1]]:
+                    self.roots[r].uses.append((node.index, c & node.gate))
             if node.info is None or node.op in ("input", "parameter"):
                 continue
             mem = node.info.mem
             if mem.view or (mem.eval_view and not self.train):
                 continue
             # add's backward hands its output gradient to both inputs: the input produced first keeps
-            # that storage alive (no allocation at the add), the other input's gradient is the same one
-            keeper = min(node.inputs) if mem.grad_alias else None
+            # that storage alive (no allocation at the add), the other input's gradient is the same one;
+            # under autocast an input of another dtype than the output gets a cast copy of it
+            same = [i for i in node.inputs if self.half[i] == self.half[node.output]]
+            keeper = min(same) if mem.grad_alias and same else None
             gate = _split_gate(node.gate)
             for i in node.inputs:
                 for c, r in alias[i]:
                     if _contradicts(gate, c):  # e.g. "block i skipped" inside block i + 1
                         continue
                     self.roots[r].uses.append((node.index, c & node.gate))
-                    if keeper is None or i == keeper:
-                        self.roots[r].grad_uses.append((node.index, c & node.gate, keeper is not None))
+                    if not mem.grad_alias or i == keeper or i not in same:
+                        view = i == keeper or node.op == "concat"  # concat: see _cat_slices
+                        self.roots[r].grad_uses.append((node.index, c & node.gate, view))
+            if node.op == "concat" and self.train:
+                self.cat_nodes.append(node)
             if self.train:
                 for s in mem.saves:
+                    if s in self.saved_copies.get(node.index, ()):  # autocast keeps its cast copy instead
+                        continue
                     tensor = node.output if s == "out" else node.inputs[int(s[2:])]
                     for c, r in alias[tensor]:
-                        if not _contradicts(gate, c):
+                        if _contradicts(gate, c):
+                            continue
+                        if node.index in self.block_of:  # checkpointed: saved only when recomputed
+                            self.recomputed[self.block_of[node.index]].append((node.index, c & node.gate, r))
+                        else:
                             self.roots[r].savers.append((node.index, c & node.gate))
+        for first, x, cond in self.blocks:  # a checkpoint keeps its input until the block's backward
+            for c, r in alias[x]:
+                self.roots[r].savers.append((first, c & cond))
         self.outputs = net.outputs or [net.last]
         for t in self.outputs:
             for c, r in alias[t.index]:
@@ -433,6 +587,7 @@ class _Model:
                 end_alive.append(where(root.gate, root.size, 0))
             if self.train and root.grad and root.grad_uses:
                 self._grad_spans(root, order, gspans, second)
+        self._cat_slices(order, gspans)
         fwd, bwd = [], []
         prefix_events = sorted(fwd_prefix, key=lambda e: e[0])
         extras: dict[int, Expr] = {}  # tensors an op keeps for backward besides its inputs/output
@@ -440,8 +595,10 @@ class _Model:
             kept = self.kept_extra(node)
             if not (kept.is_const and kept.value == 0):
                 extras[node.index] = where(node.gate, kept, 0)
+        recomputed = self.recomputed_saved(extras)
         # forward
         running: Expr = Const(0)
+        self.cached: Expr = Const(0)  # autocast's weight copies no backward keeps, until autocast exits
         pi = 0
         for node in self.alloc_nodes:
             k = node.index
@@ -449,9 +606,13 @@ class _Model:
                 running = running + prefix_events[pi][1]
                 pi += 1
             here = self.roots[node.output].size + self.working_sets(node)[0] + self.kept_extra(node)
-            fwd.append(running + sum_(spans[k]) + where(node.gate, here, 0))
+            here = here + self.mixed_sets(node)[0] + self.cached_weights(node)
+            fwd.append(running + self.cached + self.accumulated + sum_(spans[k]) + where(node.gate, here, 0))
             if k in extras:
                 running = running + extras[k]
+            cached = self.cached_weights(node)
+            if not (cached.is_const and cached.value == 0):
+                self.cached = self.cached + where(node.gate, cached, 0)
         while pi < len(prefix_events):
             running = running + prefix_events[pi][1]
             pi += 1
@@ -472,7 +633,7 @@ class _Model:
         saved: Expr = sum_(b for t, bs in saved_at.items() if t not in indices for b in bs)
         for op in ops:
             saved = unreleased[op.index] = saved + sum_(saved_at.get(op.index, []))
-        grads: Expr = Const(0)
+        grads = self.accumulated
         end = sum_(end_alive) + self.loss_scalars()  # outputs (referenced by the loop) and the loss
         for op in reversed(ops):
             k = op.index
@@ -481,12 +642,17 @@ class _Model:
             own = 2 if self.casts_weights(op) else None
             if k in gspans and self.roots[op.output].grad:
                 _, bw, bw_frozen = self.working_sets(op)
+                _, mixed_bw, mixed_frozen = self.mixed_sets(op)
                 if not self.input_grad(op):
-                    bw = bw_frozen
+                    bw, mixed_bw = bw_frozen, mixed_frozen
+                if self.mixed:
+                    bw = maximum(bw + mixed_bw, 0)
                 mine = where(op.gate, self.param_grad_bytes(op, own), 0)
-                live = unreleased[k] + grads + mine + sum_(gspans[k]) + sum_(second[k])
+                live = unreleased[k] + recomputed.get(k, Const(0)) + grads + mine + sum_(gspans[k])
+                live = live + sum_(second[k])
                 bwd.append(live + end + where(op.gate, bw, 0))
-            grads = grads + where(op.gate, self.param_grad_bytes(op), 0)
+            if self.steps == 1:
+                grads = grads + where(op.gate, self.param_grad_bytes(op), 0)
         return fwd, bwd, saved_end, sum_(end_alive)
 
     def _grad_spans(
@@ -509,6 +675,31 @@ class _Model:
             if uses[j][0] == k and j + 1 < len(uses):  # a later consumer's gradient is there already
                 second[k].append(where(uses[j][1] & suffix[j + 1], root.size, 0))
 
+    def _cat_slices(self, order: list[int], gspans: dict[int, list[Expr]]) -> None:
+        """``torch.cat``'s backward hands each input a slice (a view) of the output gradient, so that
+        whole gradient lives until the last slice is released: at the input's next gradient
+        contribution (summed out of place) or at its producer's backward. The inputs' own gradient
+        spans count the slices still held; this adds the rest of the storage (allocator traces of a
+        UNet's decoder, torch 2.13)."""
+        for node in self.cat_nodes:
+            cat = self.roots[node.output]
+            if not cat.grad:
+                continue
+            slices: list[tuple[int, Expr]] = []  # (released at the backward of, bytes)
+            for i in node.inputs:
+                for c, r in self.alias[i]:
+                    root = self.roots[r]
+                    if root.grad:
+                        below = [t for t, _, _ in root.grad_uses if t < node.index]
+                        slices.append((max(below) if below else root.birth, where(c, root.size, 0)))
+            if not slices:
+                continue
+            first = min(t for t, _ in slices)
+            for k in order:
+                if first <= k < node.index:
+                    held = sum_(b for t, b in slices if t <= k)
+                    gspans[k].append(where(node.gate, cat.size - held, 0))
+
     def working_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
         """Transient bytes of ``node``: (forward, backward, backward when no input needs a gradient).
         Convolutions follow the CPU backend's kernels (:func:`cpu_conv_working_sets`); on a GPU the
@@ -519,34 +710,189 @@ class _Model:
         if node.op in CONV_OPS and self.backend is not None:
             if node.index not in self.conv_sets:
                 x, y = self.net.tensors[node.inputs[0]].shape, self.net.tensors[node.output].shape
-                sets = cpu_conv_working_sets(x, y, node.attrs, self.backend, self.dtype, self.act)
+                a = node.attrs
+                if mem.eval_workspace:
+                    # padding="same" with an odd total padding: the kernels run on the padded copy
+                    # (catalog: ``_conv_mem``) with the symmetric part of the padding; the backward
+                    # computes the copy's gradient, then slices the input's out of it
+                    k, d = a.kernel_size, a.dilation
+                    odd = [di * (ki - 1) - di * (ki - 1) // 2 * 2 for ki, di in zip(k, d)]
+                    x_pad = (*x[:2], *(si + oi for si, oi in zip(x[2:], odd)))
+                    a = Attrs({**a, "padding": tuple(di * (ki - 1) // 2 for ki, di in zip(k, d))})
+                    sets = cpu_conv_working_sets(x_pad, y, a, self.backend, self.dtype, self.act)
+                    grown = (prod(x_pad) - prod(x)) * self.act
+                    copy = Const(0) if self.train else self.sizes(mem.eval_workspace)
+                    sets = (sets[0] + copy, sets[1] + grown, sets[2])
+                else:
+                    sets = cpu_conv_working_sets(x, y, a, self.backend, self.dtype, self.act)
                 self.conv_sets[node.index] = sets
             return self.conv_sets[node.index]
+        if node.op == "conv_transpose2d" and self.backend is not None:
+            x, y = self.net.tensors[node.inputs[0]].shape, self.net.tensors[node.output].shape
+            return cpu_conv_transpose_working_sets(x, y, node.attrs, self.backend, self.act)
         fwd = mem.workspace
         if not self.train and mem.eval_workspace is not None:
             fwd = mem.eval_workspace
-        return self.sizes(fwd), self.sizes(mem.backward), self.sizes(mem.backward_frozen or mem.backward)
+        if not self.train and self.gpu and node.op in MAX_POOL_OPS:
+            # CUDA dispatches max pooling to ``max_pool*_with_indices`` under no_grad too (the CPU has
+            # an index-free kernel): the int64 indices live with the output until the op returns
+            # (seen in the aten op log of a FakeTensorMode CUDA forward, benchmarks/fake_memory.py)
+            fwd = (*fwd, *mem.extra)
+        b = self.tensor_bytes(node.output)
+        frozen = mem.backward_frozen or mem.backward
+        return self.sizes(fwd, b), self.sizes(mem.backward, b), self.sizes(frozen, b)
 
     def kept_extra(self, node: Node) -> Expr:
         """Bytes ``node`` keeps for backward besides its inputs and output (training only): the catalog's
-        ``extra`` and, in mixed precision, the fp16 copies of its weights (and of an fp32 network input)
-        when it is matmul-like (what autocast casts; norms and embeddings stay fp32), released by the
-        op's backward."""
+        ``extra`` and, in mixed precision, the 16-bit copies of its weights when autocast runs it in
+        16 bits and the cast copies of the inputs it saves, released by the op's backward."""
         if not self.train:
             return Const(0)
-        kept = self.sizes(node.info.mem.extra)  # type: ignore[union-attr]
-        if self.casts_weights(node):
+        kept = self.sizes(node.info.mem.extra, self.tensor_bytes(node.output))  # type: ignore[union-attr]
+        if self.keeps_weights(node):
             kept = kept + self.param_grad_bytes(node, 2)
-            for i in node.inputs:  # the fp16 copy of an fp32 network input
-                t = self.net.tensors[i]
-                if self.net.nodes[self.net.producer[i]].op == "input" and t.dtype != "int64":
-                    kept = kept + self.rounded(2 * t.numel)
-        return kept
+        saved = self.saved_copies.get(node.index, ())
+        return kept + sum_(n * b for s, b, n, _ in self.casts.get(node.index, ()) if s in saved)
+
+    def keeps_weights(self, node: Node) -> bool:
+        """Whether the backward of ``node`` keeps autocast's 16-bit copies of its weights (``addmm``
+        keeps ``mat2`` only to compute the input gradient)."""
+        input_grad = self.input_grad(node) or not CATALOG[node.op].autocast.input_grad_weights
+        return self.casts_weights(node) and input_grad
+
+    def cached_weights(self, node: Node) -> Expr:
+        """Bytes of the 16-bit weight copies of ``node`` that autocast caches until it exits (the end of
+        the forward and the loss; it caches casts of leaves that require grad, under ``no_grad`` too)
+        and no backward keeps."""
+        if not self.casts_weights(node) or (self.train and self.keeps_weights(node)):
+            return Const(0)
+        return self.param_grad_bytes(node, 2)
 
     def casts_weights(self, node: Node) -> bool:
-        """Mixed precision and a matmul-like op: autocast runs it on 16-bit copies of its weights."""
-        macs = node.info.macs  # type: ignore[union-attr]
-        return self.mixed and not (macs.is_const and macs.value == 0)
+        """Mixed precision and an op autocast runs in 16 bits: it runs on 16-bit copies of its weights."""
+        return self.mixed and CATALOG[node.op].autocast.policy(self.gpu) == "lower"
+
+    # -- mixed precision: torch.autocast -------------------------------------------------------------
+    def tensor_bytes(self, index: int) -> int:
+        """Bytes per element of tensor ``index`` (mixed precision: 2 for 16-bit, else 4)."""
+        return (2 if self.half[index] else 4) if self.mixed else self.act
+
+    def autocast(self) -> None:
+        """Mixed precision: every tensor's dtype and the casts autocast makes, by each op's
+        :class:`~dnnsat.graph._catalog.Autocast` policy for the device (CPU: bfloat16, CUDA: float16).
+
+        ``lower`` ops cast their fp32 floating inputs to 16 bits, ``fp32`` ops their 16-bit inputs to
+        fp32, ``promote`` ops their 16-bit inputs to fp32 when another one is fp32; what the op saves
+        for backward is then the copy (``saved_copies``), else the copy is a forward transient. An op
+        autocast does not list (``keep``) computes in its inputs' promoted type (an fp16 activation plus
+        an fp32 parameter is fp32); on the CPU, TensorIterator copies its 16-bit operands to fp32
+        first (measured: ``add`` of a bfloat16 activation and an fp32 tensor allocates an fp32 copy of
+        the activation), on CUDA the kernel casts as it reads. Network inputs, parameters and the
+        outputs of ops without a floating input (embedding lookups) are fp32.
+        """
+        net = self.net
+        self.half: dict[int, bool] = {}
+        # node -> (input, bytes of one copy, copies, an autocast cast: else TensorIterator's)
+        self.casts: dict[int, list[tuple[str, Expr, int, bool]]] = {}
+        self.saved_copies: dict[int, set[str]] = {}  # node -> inputs whose cast copies it saves
+        for node in net.nodes:
+            out = node.output
+            if node.info is None:  # select: a branch's tensor
+                self.half[out] = all(self.half[t] for _, t in node.cases)
+                continue
+            floats = [(p, i) for p, i in enumerate(node.inputs) if net.tensors[i].dtype != "int64"]
+            rule = CATALOG[node.op].autocast
+            policy = rule.policy(self.gpu) if self.mixed and node.op != "parameter" else "keep"
+            if policy in ("lower", "fp32"):
+                half = policy == "lower"
+            else:  # the widest floating input; fp32 without one
+                half = bool(floats) and all(self.half[i] for _, i in floats)
+            self.half[out] = half
+            nbytes, n = (2, rule.casts) if half else (4, 1)
+            if policy == "keep" and self.gpu:
+                continue
+            casts = [
+                (f"in{p}", self.rounded(net.tensors[i].numel * nbytes), n, policy != "keep")
+                for p, i in floats
+                if self.half[i] != half
+            ]
+            if casts:
+                self.casts[node.index] = casts
+                saves = set(node.info.mem.saves) if self.train else set()
+                self.saved_copies[node.index] = {s for s, _, _, cast in casts if cast and s in saves}
+
+    # -- activation checkpointing --------------------------------------------------------------------
+    def checkpoint_blocks(self) -> None:
+        """``Budget(checkpoint=True)``: every outermost ``repeat`` block runs under
+        ``torch.utils.checkpoint`` (non-reentrant). Its forward saves nothing but the block's input
+        (``blocks``: first node, input tensor, the block's gate); when the backward reaches the block
+        it recomputes the block's forward, whose saved tensors (``recomputed``) then live until their
+        op's backward, as without checkpointing. ``block_of``: node -> block."""
+        self.blocks: list[tuple[int, int, Expr]] = []
+        self.block_of: dict[int, int] = {}
+        self.recomputed: list[list[tuple[int, Expr, int]]] = []  # per block: (saver, condition, root)
+        if not (self.train and self.checkpoint):
+            return
+        net = self.net
+        found: list[tuple[frozenset[int], int, Expr]] = []
+        for node in net.nodes:
+            if node.op != "select" or not node.same_shape:
+                continue
+            (cond, y), (_, x) = node.cases
+            members: set[int] = set()
+            stack = [net.producer[y]]
+            while stack:  # the body: what y depends on, back to the block's input
+                i = stack.pop()
+                if i > net.producer[x] and i not in members:
+                    members.add(i)
+                    stack.extend(net.producer[t] for t in net.nodes[i].inputs)
+            found.append((frozenset(members), x, cond & node.gate))
+        for body, x, cond in found:
+            if body and not any(body < other for other, _, _ in found):  # outermost blocks
+                self.block_of.update((i, len(self.blocks)) for i in body)
+                self.blocks.append((min(body), x, cond))
+                self.recomputed.append([])
+
+    def recomputed_saved(self, extras: dict[int, Expr]) -> dict[int, Expr]:
+        """Bytes a checkpointed block has saved again when the backward reaches op ``k`` of it: what its
+        recomputed forward saves up to ``k`` (each storage once, at its first saver) and the ``extras``
+        of its ops up to ``k`` (removed from ``extras``: they are not kept by the first forward)."""
+        out: dict[int, Expr] = {}
+        for b, savers in enumerate(self.recomputed):
+            first: dict[int, tuple[int, Expr]] = {}
+            for t, c, r in sorted(savers, key=lambda s: s[0]):
+                first.setdefault(r, (t, c))
+            at: dict[int, list[Expr]] = {}
+            for r, (t, c) in first.items():
+                at.setdefault(t, []).append(where(self.roots[r].gate & c, self.roots[r].size, 0))
+            running: Expr = Const(0)
+            for k in sorted(i for i, blk in self.block_of.items() if blk == b):
+                running = out[k] = running + sum_(at.get(k, [])) + extras.pop(k, Const(0))
+        return out
+
+    def mixed_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
+        """Transient bytes of ``node`` under mixed precision, as :meth:`working_sets`: the cast copies
+        it makes in the forward and does not save (alive with its output; an input cast several times,
+        by attention's projections, is freed after each) and, on a CPU with oneDNN
+        bfloat16 kernels, the scratchpads of its bfloat16 matmuls (:func:`cpu_bf16_matmul_scratch`).
+        In the backward the op computes the gradient of its saved 16-bit copy, which is cast to the fp32
+        input's gradient once the op has released that copy: the sweep counts the fp32 gradient at the
+        op, so the backward entry is negative by the 16-bit gradient's size (the caller clamps the sum
+        with the op's working set at 0)."""
+        if not self.mixed:
+            return Const(0), Const(0), Const(0)
+        saved = self.saved_copies.get(node.index, ())
+        casts = self.casts.get(node.index, ())
+        fwd = sum_(b for s, b, _, _ in casts if s not in saved)  # unsaved copies: one at a time
+        grads = [s for s in saved if self.needs_grad[node.inputs[int(s[2:])]]]
+        slack = sum_(b for s, b, _, _ in casts if s in grads)
+        if self.backend is None or not self.backend.bf16 or node.op not in ("linear", "attention"):
+            return fwd, -slack, Const(0)
+        x = self.net.tensors[node.inputs[0]].shape
+        rows, k = prod(x[:-1]), x[-1]
+        n = node.attrs.out_features if node.op == "linear" else k  # attention: the widest projection
+        mm_fwd, mm_data, mm_weight = cpu_bf16_matmul_scratch(rows, k, n)
+        return fwd + mm_fwd, maximum(mm_data, mm_weight) - slack, mm_weight
 
     def loss_scalars(self) -> Expr:
         """The loss and cross-entropy's total weight: two fp32 scalars alive until the step ends."""
@@ -577,6 +923,8 @@ class _Model:
         )
         weights = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in ops) + buffers
         inputs = sum_(where(g, b, 0) for g, b in self.persistent)
+        if self.steps > 1:  # later micro-batches run with every gradient accumulated so far
+            self.accumulated = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in ops)
         fwd, bwd, saved_end, outputs = self.forward_and_backward()
         overhead: Expr = Const(0)
         optimizer: Expr = Const(0)
@@ -591,8 +939,12 @@ class _Model:
             targets = self.rounded(8 * rows)
             inputs = inputs + targets
             logp = self.rounded(4 * rows * n_classes)  # fp32 log-softmax kept for backward
-            fwd.append(saved_end + outputs + logp + self.loss_scalars())
-            bwd.append(saved_end + outputs + logp + 2 * logp + self.loss_scalars())
+            # autocast runs the loss in fp32 (cross_entropy_loss / log_softmax): 16-bit logits are
+            # copied to fp32 for the log-softmax
+            logits32 = logp if self.half[out_t.index] else Const(0)
+            loss = outputs + logp + self.accumulated + self.loss_scalars()
+            fwd.append(saved_end + self.cached + logits32 + loss)
+            bwd.append(saved_end + 2 * logp + loss)
             grads = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in ops)
             opt_tmp = self.optimizer_transient(ops)
             fb = _balanced_max(fwd + bwd)
@@ -654,4 +1006,23 @@ def memory_expressions(net: Network, budget: Any, device: Any = None) -> dict[st
     ``param_bytes``); ``device``: ``None`` or a device profile with ``kind`` (``"gpu"``/``"cpu"``)
     and ``context_bytes``. Returns :data:`MEMORY_KEYS`; the components sum exactly to ``memory``.
     """
-    return _Model(net, budget, device).expressions()
+    exprs = _Model(net, budget, device).expressions()
+    if budget.train and budget.accumulation_steps > 1:
+        micro = micro_batches(net, budget.accumulation_steps)
+        exprs = {name: substitute(e, micro) for name, e in exprs.items()}
+    return exprs
+
+
+def micro_batches(net: Network, steps: int) -> dict[str, Expr]:
+    """Gradient accumulation: each batch variable (dim 0 of a network input) -> the size of the largest
+    of ``steps`` micro-batches, ``ceildiv(batch, steps)``."""
+    out: dict[str, Expr] = {}
+    for t in net.inputs:
+        batch = t.shape[0]
+        if batch.op != "var":
+            raise ValueError(
+                f"accumulation_steps={steps}: the batch (dim 0 of network input #{t.index}, {batch}) must be "
+                f"a space variable to be split into micro-batches; or build the network at the micro-batch"
+            )
+        out[batch.payload[0]] = ceildiv(batch, steps)
+    return out

@@ -42,12 +42,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..expr import Const, Expr, ExprLike, all_, as_expr, digest, maximum, where
+from ..expr import Const, Expr, ExprLike, all_, as_expr, ceildiv, digest, maximum, minimum, sum_, where
 
 __all__ = [
     "Shape",
     "Check",
     "Mem",
+    "Autocast",
+    "LOWER",
+    "KEEP",
     "Sizes",
     "OpInfo",
     "OpDef",
@@ -82,7 +85,8 @@ class Check:
 
 Sizes = tuple[tuple[Expr, str], ...]
 """``((elements, kind), ...)``; kind ``"act"`` (activation dtype), ``"param"`` (parameter dtype),
-``"f32"``, ``"i64"`` or ``"bool"`` (fixed dtypes)."""
+``"f32"``, ``"i64"`` or ``"bool"`` (fixed dtypes), ``"mask"`` (a dropout mask: the activation dtype on
+the CPU, bool on CUDA)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,34 @@ class Attrs(dict):  # type: ignore[type-arg]
             raise AttributeError(name) from None
 
 
+@dataclass(frozen=True)
+class Autocast:
+    """How ``torch.autocast`` runs an operator on the CPU (bfloat16) and on CUDA (float16): the op
+    lists of ``aten/src/ATen/autocast_mode.cpp`` (``AutocastCPU``) and ``autocast_mode.h``
+    (``AT_FORALL_*``, the CUDA ones) of torch 2.13.
+
+    A policy per device: ``"lower"`` (``lower_precision_fp``: floating inputs cast to 16 bits, 16-bit
+    output), ``"fp32"`` (``fp32`` / ``fp32_set_opt_dtype``: inputs cast to fp32, fp32 output),
+    ``"promote"`` (inputs cast to the widest floating type among them) or ``"keep"`` (not listed: the
+    kernel runs on its inputs as they are; its output has their promoted type, fp32 when it has no
+    floating input, e.g. an embedding lookup). ``casts``: how many times the materialized module casts
+    each input (the q, k and v projections of ``attention`` each cast theirs); ``input_grad_weights``:
+    the backward keeps the 16-bit copies of the weights only to compute the input gradient (``addmm``
+    saves ``mat2`` only when ``mat1`` requires grad; a convolution always keeps its weight).
+    """
+
+    cpu: str = "keep"
+    cuda: str = "keep"
+    casts: int = 1
+    input_grad_weights: bool = False
+
+    def policy(self, gpu: bool) -> str:
+        return self.cuda if gpu else self.cpu
+
+
+LOWER = Autocast("lower", "lower")
+KEEP = Autocast()
+
 InferFn = Callable[[list[Shape], Attrs], OpInfo]
 TorchFn = Callable[[Attrs, list[tuple[int, ...]]], Any]
 
@@ -155,6 +187,7 @@ class OpDef:
     infer: InferFn
     arity: int | None  # number of tensor inputs (None: variadic)
     build: TorchFn | None = None
+    autocast: Autocast = KEEP  # its policy under torch.autocast (mixed precision)
 
     def torch(self, fn: TorchFn) -> TorchFn:
         """Decorator registering the PyTorch materializer ``fn(attrs, input_shapes) -> nn.Module``."""
@@ -165,13 +198,13 @@ class OpDef:
 CATALOG: dict[str, OpDef] = {}
 
 
-def op(name: str, arity: int | None = 1) -> Callable[[InferFn], OpDef]:
-    """Register ``infer`` as the catalog entry ``name``."""
+def op(name: str, arity: int | None = 1, autocast: Autocast = KEEP) -> Callable[[InferFn], OpDef]:
+    """Register ``infer`` as the catalog entry ``name`` (``autocast``: its mixed-precision policy)."""
 
     def deco(fn: InferFn) -> OpDef:
         if name in CATALOG:
             raise ValueError(f"operator {name!r} is registered twice")
-        entry = OpDef(name, fn, arity)
+        entry = OpDef(name, fn, arity, autocast=autocast)
         CATALOG[name] = entry
         return entry
 
@@ -365,9 +398,22 @@ def _conv_infer(nd: int) -> InferFn:
 def _conv_mem(x: Shape, y: Shape, a: Attrs, nd: int) -> Mem:
     """Memory of ``conv{1,2}d``: it saves its input. Its CPU working sets depend on the CPU backend
     (oneDNN ISA, channel blocks) and live in ``dnnsat.cost._memory.cpu_conv_working_sets``; on a GPU
-    they give way to the cuDNN workspace (``cpu_kernels``)."""
+    they give way to the cuDNN workspace (``cpu_kernels``).
+
+    ``padding="same"`` where a total padding ``dilation * (kernel - 1)`` is odd: PyTorch pads the
+    input by the odd remainder first (``aten/src/ATen/native/Convolution.cpp: _convolution_mode``,
+    ``at::pad``), a copy the convolution saves for backward (kept; the input is assumed saved too,
+    an upper bound) and that lives through an eval forward (measured: allocator traces of
+    ``nn.Conv2d(..., padding="same")`` with kernels 2 and 4, torch 2.13)."""
+    copy: Sizes = ()
+    if a.padding == "same":
+        odd = [d * (k - 1) - d * (k - 1) // 2 * 2 for k, d in zip(a.kernel_size, a.dilation)]
+        if not all(o.is_const and o.value == 0 for o in odd):
+            copy = ((x[0] * x[1] * prod([s + o for s, o in zip(x[2:], odd)]), "act"),)
     return Mem(
         saves=("in0",),
+        extra=copy,
+        eval_workspace=copy or None,
         largest_param=a.out_channels * (x[1] // a.groups) * prod(a.kernel_size),
         cpu_kernels=True,
     )
@@ -395,10 +441,10 @@ def _conv_torch(nd: int) -> TorchFn:
 
 
 for _nd in (1, 2):
-    op(f"conv{_nd}d")(_conv_infer(_nd)).torch(_conv_torch(_nd))
+    op(f"conv{_nd}d", autocast=LOWER)(_conv_infer(_nd)).torch(_conv_torch(_nd))
 
 
-@op("conv_transpose2d")
+@op("conv_transpose2d", autocast=LOWER)
 def _conv_transpose2d(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
     b, cin, sp = x[0], x[1], x[2:]
@@ -427,7 +473,8 @@ def _conv_transpose2d(ins: list[Shape], a: Attrs) -> OpInfo:
     y = (b, cout, *out)
     params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
     macs = b * prod(sp) * cin * (cout // g) * prod(k)
-    mem = Mem(saves=("in0",), largest_param=cin * (cout // g) * prod(k))
+    # CPU working sets: ``dnnsat.cost._memory.cpu_conv_transpose_working_sets`` (by backend)
+    mem = Mem(saves=("in0",), largest_param=cin * (cout // g) * prod(k), cpu_kernels=True)
     return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x), mem=mem)
 
 
@@ -456,7 +503,7 @@ def _conv_transpose2d_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 # dense
 
 
-@op("linear")
+@op("linear", autocast=Autocast("lower", "lower", input_grad_weights=True))
 def _linear(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
     fin, fout = x[-1], a.out_features
@@ -492,7 +539,7 @@ def _bdim(p: Expr, q: Expr) -> Expr:
     return where(p == 1, q, p)
 
 
-@op("matmul", arity=2)
+@op("matmul", arity=2, autocast=LOWER)
 def _matmul(ins: list[Shape], a: Attrs) -> OpInfo:
     """``torch.matmul`` for operands of rank >= 2 (batch dimensions broadcast)."""
     x, y = ins
@@ -511,7 +558,7 @@ def _matmul_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return _fn_module(torch.matmul)
 
 
-@op("bmm", arity=2)
+@op("bmm", arity=2, autocast=LOWER)
 def _bmm(ins: list[Shape], a: Attrs) -> OpInfo:
     x, y = ins
     out = (x[0], x[1], y[2])
@@ -547,7 +594,7 @@ def _embedding_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return nn.Embedding(a.num_embeddings, a.dim)
 
 
-@op("attention")
+@op("attention", autocast=Autocast("lower", "lower", casts=3))
 def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
     """Multi-head self-attention on ``(B, S, D)``: q/k/v/out projections + scaled dot-product.
 
@@ -573,11 +620,31 @@ def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
     # CPU flash kernel: q, k, v, its output (viewed, not copied, by the reshape) and the fp32
     # log-sum-exp stay for backward; eval keeps q, k, v, y as locals until the out projection returns
     qkvy: Sizes = ((b * s * d, "act"), (2 * b * s * kvd, "act"), (b * s * d, "act"))
+    # the flash kernel's per-thread fp32 buffer (``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``:
+    # ``qSplit * kvSplit + 2 * qSplit + qSplit * headSize``, qSplit 32/64/256 by sequence length,
+    # kvSplit 512; one intra-op thread), freed before the out projection: allocator traces, torch 2.13
+    q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(s, 512)
+    buf_n = q_split * kv_split + 2 * q_split + q_split * hd
+    buf: Sizes = ((buf_n, "f32"),)
+    # eval: the kernel's log-sum-exp and buffer are freed before the out projection allocates the
+    # output (counted by the memory model with the working set)
+    eval_extra = maximum(b * h * s + buf_n - b * s * d, 0)
+    # backward, in order: the out projection's gradients (of y and of its weight; the op's output
+    # gradient is then released); the flash backward (gradients of q, k, v and two qSplit x kvSplit
+    # buffers), after which q, k, v, y and the log-sum-exp are released; the q/k/v projections'
+    # weight gradients and one partial input gradient. The memory model holds what the op keeps and
+    # all its parameter gradients through its backward, so the working set is the larger of the two
+    # steps net of those (negative when the q/k/v weight gradients outweigh the flash step's
+    # buffers; elements, under mixed precision the 4-byte gradients count as 2: an upper bound).
+    # Allocator traces of pre- and post-norm encoder layers, GQA and causal, torch 2.13, one thread.
+    qkv_grads = d * d + 2 * d * kvd + bias * (d + 2 * kvd)
+    flash = b * s * d + 2 * b * s * kvd + 2 * q_split * kv_split - qkv_grads
     mem = Mem(
         saves=("in0",),
         extra=(*qkvy, (b * h * s, "f32")),
-        eval_workspace=qkvy,
-        backward=((3 * b * s * d, "act"), (2 * b * s * kvd, "act")),
+        workspace=buf,
+        eval_workspace=(*qkvy, (eval_extra, "f32")),
+        backward=((maximum(flash, -b * s * d), "act"),),
         largest_param=d * d,
     )
     return OpInfo([x], checks, params=params, macs=proj + scores, ops=3 * b * h * s * s, saved=saved, mem=mem)
@@ -611,6 +678,130 @@ def _attention_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return Attention()
 
 
+def _ld(n: Expr) -> Expr:
+    """oneDNN's leading dimension for ``n`` fp32 values (``rnn_utils::get_good_ld``): a multiple of 16,
+    plus 16 where it is a multiple of 256."""
+    ld = ceildiv(n, 16) * 16
+    return ld + where(ld - ld // 256 * 256 == 0, 16, 0)
+
+
+def _pages(n: Expr) -> Expr:
+    """``n`` fp32 values rounded up to 4 KiB pages (oneDNN aligns each workspace part to a page)."""
+    return ceildiv(n, 1024) * 1024
+
+
+# Both RNN ops return ``batch_first`` outputs as a transposed view: the next op copies it to a
+# contiguous tensor if it needs one (``nn.Linear`` does, and saves the copy for backward); training
+# counts that copy with what the RNN keeps (an upper bound: kept from the RNN's forward on).
+
+
+def _rnn_backward(parts: list[tuple[Expr, Expr, Expr]]) -> Expr:
+    """Backward working set of a multi-layer RNN op, net of what the memory model already holds
+    through the op's backward (all it keeps, all its parameter gradients): ``parts`` are the
+    layer-directions in backward order (top layer first) as (peak of its backward counting its own
+    parameter gradients, its parameter elements, what it keeps for backward). Each is differentiated
+    by its own autograd nodes, which release what it keeps before the next one runs; the gradients of
+    the ones not reached yet do not exist. May be negative."""
+    out: Expr | None = None
+    for i, (peak, _, _) in enumerate(parts):
+        rel = peak - sum_(p for _, p, _ in parts[i:]) - sum_(k for _, _, k in parts[:i])
+        out = rel if out is None else maximum(out, rel)
+    return out if out is not None else Const(0)
+
+
+def _lstm_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Mem:
+    """Memory of ``nn.LSTM`` on the CPU: oneDNN's RNN (``aten::mkldnn_rnn_layer``, one call per layer
+    and direction; fp32 elements, 4-byte "act" units).
+
+    Read off allocator traces (torch 2.13, one thread, avx512_core_bf16; 135 single layers, batch
+    1-8, sequence 1-16, inputs 1-40, hidden 1-100; with AVX2 emulated the same or smaller, eval
+    weights padded to 64 instead of 128, checked on the families): the training workspace kept for backward is
+    exactly ``pages(S*B*ld(4H)) + 2*pages(2*(S+1)*B*H) + 3*pages(2*(S+1)*B*ld(max(F, H))) +
+    pages(S*B*ld(H))`` (:func:`_ld`, :func:`_pages`); besides it the layer keeps its output, ``h_n``,
+    ``c_n``, the summed bias and (first layer, ``batch_first``) a contiguous copy of the input, and
+    ``nn.LSTM`` allocates zero initial states. Transient: weights reordered to ``F x ld(4H)`` and
+    ``H x ld(4H)`` (eval: ``4H`` padded to 128) and a scratchpad (upper bounds fitted to the same
+    traces, ``B'`` = max(B, 2): ``4238 + pages(S*B'*ld(4H))``; eval ``5334 + pages(S*B'*ld(4H)) +
+    pages(B*ld(4H)) + pages(B*S*F)``, up to 77 % over); the backward adds the weight gradients in
+    ``ld(F) x 4H`` / ``ld(H) x 4H`` buffers, the output gradient's copy and the input gradient. Eval
+    keeps every layer's output (and, bidirectional, each direction's before they are concatenated)
+    until the op returns.
+    """
+    g4, kept, fwd, eval_ws = 4 * h, Const(0), Const(0), Const(0)
+    pad = ceildiv(g4, 128) * 128
+    parts: list[tuple[Expr, Expr, Expr]] = []
+    for layer in range(layers):
+        f = fin if layer == 0 else dirs * h
+        ws = (
+            _pages(s * b * _ld(g4)) + 2 * _pages(2 * (s + 1) * b * h)
+            + 3 * _pages(2 * (s + 1) * b * _ld(maximum(f, h))) + _pages(s * b * _ld(h))
+        )  # fmt: skip
+        mb = maximum(b, 2)  # the scratchpad of a batch of 1 is sized like a batch of 2
+        scratch = 4238 + _pages(s * mb * _ld(g4))
+        eval_scratch = 5334 + _pages(s * mb * _ld(g4)) + _pages(b * _ld(g4)) + _pages(b * s * f)
+        last_out = 0 if (layer == layers - 1 and dirs == 1) else s * b * h  # else: the op's output
+        cat = s * b * dirs * h if dirs == 2 and layer < layers - 1 else 0
+        kept = kept + dirs * (ws + 2 * b * h + g4) + (dirs - 1) * s * b * h + last_out + cat
+        fwd = maximum(fwd, (f + h) * _ld(g4) + scratch)
+        eval_ws = maximum(eval_ws, (f + h) * pad + eval_scratch)
+        grads = (_ld(f) + _ld(h)) * g4 + (f + h) * _ld(g4) + scratch
+        own = g4 * (f + h)
+        peak = own + grads + s * b * (h + f) + 6 * b * h + g4
+        parts[:0] = [(peak, own, ws + 2 * b * h + g4)] * dirs  # the top layer is differentiated first
+    states = 2 * layers * dirs * b * h
+    # eval: the layers' outputs but the op's own (dirs 2: each direction's, then their concatenation)
+    per_dir = layers * dirs - (1 if dirs == 1 else 0)
+    cats = (layers - 1) * s * b * dirs * h if dirs == 2 else 0
+    outs = layers * dirs * (2 * b * h + g4) + per_dir * s * b * h + cats
+    return Mem(
+        extra=((kept + b * s * fin + states + s * b * dirs * h, "act"),),  # + the consumer's copy
+        workspace=((fwd, "act"),),
+        eval_workspace=((b * s * fin + 2 * states + outs + eval_ws, "act"),),
+        backward=((_rnn_backward(parts), "act"),),
+        largest_param=g4 * maximum(maximum(fin, dirs * h) if layers > 1 else fin, h),
+        cpu_kernels=True,
+    )
+
+
+def _gru_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Mem:
+    """Memory of ``nn.GRU`` on the CPU: PyTorch's own cell loop (no oneDNN RNN for GRU; fp32, 4-byte
+    "act" units). Allocator traces (torch 2.13, one thread): per layer and direction the input
+    projection of the whole sequence (``S x B x 3H``), then per time step the hidden projection
+    (``B x 3H``) and the fused cell's output and workspace (4 ``B x H``), kept for backward (the
+    input projection lives until the outputs are stacked, then is freed); eval keeps the steps'
+    outputs until the stack (the ``batch_first`` copy of the input lives until the projection is
+    computed); the backward (one autograd node per step, releasing that step's tensors) holds a
+    step's ``3H x H`` weight-gradient chunk and the new out-of-place sum besides the accumulated
+    parameter gradients, and the step's gate gradients. Upper bounds where a trace left a choice.
+    """
+    g3, kept, eval_ws = 3 * h, Const(0), Const(0)
+    parts: list[tuple[Expr, Expr, Expr]] = []
+    for layer in range(layers):
+        f = fin if layer == 0 else dirs * h
+        last_out = 0 if (layer == layers - 1 and dirs == 1) else s * b * h
+        cat = s * b * dirs * h if dirs == 2 and layer < layers - 1 else 0
+        kept = kept + dirs * s * (b * g3 + 4 * b * h) + (dirs - 1) * s * b * h + last_out + cat
+        prev = s * b * dirs * h if layer > 0 else 0
+        stack = dirs * s * b * (g3 + h) + (dirs - 1) * s * b * h
+        project = b * s * f + dirs * s * b * g3 - s * b * dirs * h  # the op's output is not there yet
+        eval_ws = maximum(eval_ws, maximum(stack, project) + prev)
+        # a layer's first steps: the hidden-weight gradient, a step's chunk and their out-of-place
+        # sum; its end: all its weight gradients, the projection's gradient and the input's (the
+        # input-weight gradient is computed last, once the steps' tensors are released)
+        own = g3 * (f + h)
+        peak = maximum(3 * g3 * h + b * g3 + 4 * b * h, own + s * b * g3 + b * s * f)
+        parts[:0] = [(peak, own, s * (b * g3 + 4 * b * h))] * dirs
+    states = layers * dirs * b * h
+    return Mem(
+        extra=((kept + b * s * fin + 2 * states + s * b * dirs * h, "act"),),  # + the consumer's copy
+        workspace=((dirs * s * b * g3, "act"),),
+        eval_workspace=((eval_ws + states, "act"),),
+        backward=((_rnn_backward(parts), "act"),),
+        largest_param=g3 * maximum(maximum(fin, dirs * h) if layers > 1 else fin, h),
+        cpu_kernels=True,
+    )
+
+
 def _rnn_infer(gates: int) -> InferFn:
     def infer(ins: list[Shape], a: Attrs) -> OpInfo:
         (x,) = ins
@@ -627,7 +818,7 @@ def _rnn_infer(gates: int) -> InferFn:
         y = (b, s, dirs * hdim)
         saved = layers * dirs * b * s * (fin + (gates + 2) * hdim)
         checks = [_ge1("hidden size is positive", hdim)]
-        mem = Mem(saves=("in0",), extra=((saved - _numel(x), "act"),))  # approximate, as ``saved``
+        mem = (_lstm_mem if gates == 4 else _gru_mem)(b, s, fin, hdim, layers, dirs)
         return OpInfo(
             [y], checks, params=params, macs=macs, ops=layers * dirs * b * s * hdim * 4 * gates, saved=saved,
             mem=mem,
@@ -663,8 +854,8 @@ def _rnn_torch(kind: str) -> TorchFn:
     return build
 
 
-op("lstm")(_rnn_infer(4)).torch(_rnn_torch("lstm"))
-op("gru")(_rnn_infer(3)).torch(_rnn_torch("gru"))
+op("lstm", autocast=LOWER)(_rnn_infer(4)).torch(_rnn_torch("lstm"))
+op("gru", autocast=LOWER)(_rnn_infer(3)).torch(_rnn_torch("gru"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -697,7 +888,7 @@ def _batchnorm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return cls(shapes[0][1], affine=a.affine)
 
 
-@op("layernorm")
+@op("layernorm", autocast=Autocast("keep", "fp32"))
 def _layernorm(ins: list[Shape], a: Attrs) -> OpInfo:
     """LayerNorm over the last ``dims`` dimensions."""
     (x,) = ins
@@ -715,7 +906,7 @@ def _layernorm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return nn.LayerNorm(shapes[0][len(shapes[0]) - a.dims :], elementwise_affine=a.affine, bias=a.bias)
 
 
-@op("groupnorm")
+@op("groupnorm", autocast=Autocast("keep", "fp32"))
 def _groupnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
     c, g = x[1], a.groups
@@ -773,7 +964,7 @@ for _name, _saves in (
     _activation(_name, _saves)
 
 
-@op("softmax")
+@op("softmax", autocast=Autocast("keep", "fp32"))
 def _softmax(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
     return OpInfo([x], ops=3 * _numel(x), saved=_numel(x), mem=Mem(saves=("out",)))
@@ -789,7 +980,11 @@ def _softmax_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 @op("dropout")
 def _dropout(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
-    mem = Mem(extra=((_numel(x), "bool"),), eval_view=True)  # training: a bool mask; eval: identity
+    # training keeps a mask for backward; eval is the identity. The CPU runs ``aten::dropout``'s
+    # unfused path (``empty_like(input).bernoulli_(1 - p).div_(1 - p)``, then ``input * noise``): a mask
+    # of the input's dtype (allocator traces: 4 bytes per element in fp32); CUDA's fused
+    # ``native_dropout`` keeps a bool mask (``aten/src/ATen/native/Dropout.cpp``)
+    mem = Mem(extra=((_numel(x), "mask"),), eval_view=True)
     return OpInfo([x], ops=_numel(x), saved=_numel(x), mem=mem)
 
 
@@ -817,7 +1012,15 @@ def _binary(name: str) -> None:
         x, y = ins
         out, ok = _broadcast(x, y)
         saved = _numel(x) + _numel(y) if name == "mul" else Const(0)
-        mem = Mem(saves=("in0", "in1") if name == "mul" else (), grad_alias=name == "add")
+        # mul's backward computes a broadcast operand's gradient at the output's size, then sums it
+        # down (``MulBackward0``: ``grad * other``, ``sum_to_size``; allocator traces of an SE block)
+        n = _numel(out)
+        wide = maximum(where(_numel(x) == n, 0, n), where(_numel(y) == n, 0, n)) if name == "mul" else None
+        mem = Mem(
+            saves=("in0", "in1") if name == "mul" else (),
+            backward=((wide, "act"),) if wide is not None else (),
+            grad_alias=name == "add",
+        )
         return OpInfo([out], [Check("shapes broadcast", ok)], ops=_numel(out), saved=saved, mem=mem)
 
     def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
@@ -938,7 +1141,7 @@ for _kind in ("max", "avg"):
 # layout
 
 
-@op("concat", arity=None)
+@op("concat", arity=None, autocast=Autocast("promote", "keep"))
 def _concat(ins: list[Shape], a: Attrs) -> OpInfo:
     dim = a.dim
     first = ins[0]
