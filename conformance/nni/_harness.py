@@ -137,9 +137,6 @@ NOT_APPLICABLE: dict[str, str] = {
     "binds on *_equal": "a one-value parameter cannot be constrained without emptying the space",
     "Batch: choice_nested*": "BatchTuner launches each choice value as a whole parameter set, so the "
     "values of a nested choice are search-space specs, not configurations; no problem can be defined",
-    "choice_nested_float": "OPEN DEFECT, not a wrapper limit: with a nested choice whose child is a "
-    "continuous Float, the wrapped Anneal, Evolution and TPE_legacy generate no parameters on the binding "
-    "problem (the other tuners pass); kept out until fixed, the other spaces cover nested choices",
 }
 
 
@@ -335,7 +332,8 @@ class Run:
         configuration is right once every feasible one was launched, and only then."""
         if not isinstance(tuner, DnnSATTuner) or problem is None or not tuner._dedup:
             return False
-        finite = all(problem.space[n].is_finite for n in problem.space.names)
+        pruned = problem.prune()  # a Float only in infeasible branches leaves the feasible set finite
+        finite = all(pruned[n].is_finite for n in pruned.names)
         return finite and len(tuner._by_config) == problem.count()
 
     def _check_mode(self, tuner: DnnSATTuner, space: Mapping[str, Any]) -> None:
@@ -438,8 +436,6 @@ def _classify(case: TunerCase, key: str) -> str:
 def _not_applicable(case: TunerCase, key: str, kind: str | None) -> str | None:
     if kind == "binds" and key in ONE_VALUE:
         return NOT_APPLICABLE["binds on *_equal"]
-    if key == "choice_nested_float" and kind is not None:
-        return NOT_APPLICABLE["choice_nested_float"]
     if case.name == "Batch" and key.startswith("choice_nested"):
         return NOT_APPLICABLE["Batch: choice_nested*"]
     return None
@@ -482,7 +478,7 @@ def search_space_test_all(run: Run, out: list[Outcome], only: Callable[[str], bo
             known = NNI_BARE_FAILS.get((case.name, key))
             if known is not None and out[-1].status == "failed" and known[0] in out[-1].detail:
                 out[-1].status, out[-1].detail = "n/a", f"the bare NNI tuner fails the same way: {known[1]}"
-            if known is None and key != "choice_nested_float":
+            if known is None:
                 full[key] = spec
         else:
             with _timed(out, case.name, label + " (must raise)"):

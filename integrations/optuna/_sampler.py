@@ -22,6 +22,7 @@ import math
 import secrets
 import threading
 import time
+import weakref
 import zlib
 from bisect import bisect_left
 from collections import OrderedDict, deque
@@ -137,6 +138,21 @@ class _LRU(Generic[_V]):
         return value
 
 
+_CACHES: weakref.WeakKeyDictionary[Problem, tuple[str, _LRU[Any], _LRU[Any]]] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def _problem_caches(problem: Problem, size: int) -> tuple[_LRU[Any], _LRU[Any]]:
+    """The (feasible values, feasible intervals) caches of a problem: one pair per process, renewed
+    when the problem's constraints changed since (its fingerprint)."""
+    fingerprint = problem.fingerprint()
+    with _CACHES_LOCK:
+        hit = _CACHES.get(problem)
+        if hit is None or hit[0] != fingerprint:
+            hit = _CACHES[problem] = (fingerprint, _LRU(size), _LRU(size))
+        return hit[1], hit[2]
+
+
 class DnnSATSampler(BaseSampler):
     """Sampler wrapper that never proposes an infeasible configuration of ``problem``.
 
@@ -204,9 +220,9 @@ class DnnSATSampler(BaseSampler):
         self._pruned: dict[tuple[int, int], PrunedSpace] = {}
         self._trials: dict[int, _TrialState] = {}
         self._grid_cache: dict[str, list[dict[str, Any]] | None] = {}
-        # (name, sorted given items) -> feasible values of a finite parameter / intervals of a continuous one
-        self._fv_cache: _LRU[tuple[Any, ...]] = _LRU(self._cache_size)
-        self._span_cache: _LRU[tuple[tuple[float, float], ...]] = _LRU(self._cache_size)
+        # (name, sorted given items) -> feasible values of a finite parameter / intervals of a continuous
+        # one: exact answers about the problem alone, shared by every sampler of the problem in a process
+        self._fv_cache, self._span_cache = _problem_caches(self._problem, self._cache_size)
         self._recent: deque[dict[str, Any]] = deque(maxlen=64)  # feasible configs of finished trials
         self._pool: dict[str, np.ndarray] | None = None
 
