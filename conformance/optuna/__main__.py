@@ -135,7 +135,7 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(
             f"\n== problem {kind!r}: {run} run, {t['passed']} passed, {t['failed']} failed, "
             f"{t['not_applicable']} not applicable, {t['skipped']} skipped by Optuna, "
-            f"{res['deselected_for_time']} GPSampler grid cases left out for time (--full); "
+            f"{res['deselected_for_time']} GPSampler cases left out for time (--full); "
             f"{res['seconds']} s"
         )
         print(f"{'sampler':<24}{'run':>6}{'passed':>8}{'failed':>8}{'n/a':>6}{'skipped':>9}")
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="problems run in parallel (one process each)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per pytest run")
     parser.add_argument("-k", dest="keyword", default="", help="pytest -k expression (a partial run)")
-    parser.add_argument("--full", action="store_true", help="also the GPSampler grids left out for time")
+    parser.add_argument("--full", action="store_true", help="also the GPSampler cases left out for time")
     args = parser.parse_args(argv)
     tree = fetch()
     if optuna_version() != OPTUNA_VERSION:
