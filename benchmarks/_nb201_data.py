@@ -8,7 +8,11 @@ index (0..15624), so a simulated trial is an array lookup.
   linear multiply-adds plus one per biased output element, / 1e6, batch 1) of every architecture, from
   ``dnnsat.zoo.get("nasbench201").reference_costs`` (checked against the official records in
   ``nats_fixture_3archs.csv`` by ``tests/test_zoo.py``); latency = a measured column of
-  ``nb201_latency.csv`` (ms).
+  ``nb201_latency.csv`` (ms). Memory (peak bytes of a training step at batch ``MEMORY_BATCH``, SGD with
+  momentum, fp32, on the ``MEMORY_DEVICE`` profile, CUDA context included) has no published table: its
+  "truth" is dnnsat's own analytic model (checked against PyTorch's allocator by
+  ``benchmarks.memory_accuracy``), so the memory scenario measures the value of pruning before launch,
+  not the memory model's accuracy.
 * Training time: seconds per epoch = ``a + b * flops_m``, least-squares on the official per-epoch
   training times of the three tss architectures of ``nats_fixture_3archs.csv`` (hp 200, same dataset).
   A trial costs 200 epochs of that, i.e. what it takes to produce the 200-epoch accuracy it reports.
@@ -23,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._early import CIFAR_TRAIN, LATENCY_REPEATS, LATENCY_WARMUP, CheckCosts
 from dnnsat.zoo import get as zoo_get
 from dnnsat.zoo._nasbench import EDGES, OPS, config_from_arch_str
 
@@ -41,6 +46,13 @@ class Scenario:
     max_params: float | None = None
     max_flops: float | None = None
     max_latency: tuple[str, float] | None = None
+    max_memory: float | None = None  # MiB, peak of a training step (see the module docstring)
+    latency_at_hand: bool = True  # False: the device is measured only after training
+
+    def early_checks(self) -> list[str]:
+        """Constraint keys checkable before training (all but latency on a device not at hand)."""
+        keys = [k for k in ("params", "flops", "memory") if getattr(self, f"max_{k}") is not None]
+        return keys + (["latency"] if self.max_latency is not None and self.latency_at_hand else [])
 
     def describe(self) -> str:
         parts = []
@@ -49,24 +61,35 @@ class Scenario:
         if self.max_flops is not None:
             parts.append(f"FLOPs ≤ {self.max_flops:g} M")
         if self.max_latency is not None:
-            parts.append(f"{self.max_latency[0]} ≤ {self.max_latency[1]:g} ms")
+            where = "" if self.latency_at_hand else " (device not at hand)"
+            parts.append(f"{self.max_latency[0]} ≤ {self.max_latency[1]:g} ms{where}")
+        if self.max_memory is not None:
+            parts.append(f"training memory ≤ {self.max_memory:g} MiB")
         return ", ".join(parts) or "unconstrained"
 
 
-# Default scenarios: limits fixed once from the quantiles of the cifar10 costs, rounded. params and FLOPs
-# take only 28 distinct values each in NAS-Bench-201 (they depend on the number of 1x1 and 3x3 conv
-# edges), so the exact scenarios sit on those steps (51.1 %, 21.8 %, 4.7 %); 1 % is reachable only with
-# latency (a measured, continuous column). The actual feasible fraction is printed at run time.
+# Default scenarios: limits fixed once from the quantiles of the cifar10 costs (never from accuracies),
+# rounded. params and FLOPs take only 28 distinct values each in NAS-Bench-201 (they depend on the number
+# of 1x1 and 3x3 conv edges), so the exact scenarios sit on those steps (51.1 %, 21.8 %, 4.7 %); 1 % is
+# reachable only with latency (a measured, continuous column). ``latency-remote-*`` are the same limits on
+# a device not at hand (checked after training). The actual feasible fraction is printed at run time.
+MEMORY_BATCH, MEMORY_DEVICE, MEMORY_OPTIMIZER = 256, "1080ti", "momentum"
+LATENCY_COLUMN = "help_1080ti_256_latency_ms"
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Scenario("params-50", max_params=0.35),
         Scenario("flops-20", max_flops=16.0),
         Scenario("params-5", max_params=0.08),
-        Scenario("latency-5", max_latency=("help_1080ti_256_latency_ms", 15.4)),
-        Scenario("latency-1", max_latency=("help_1080ti_256_latency_ms", 12.7)),
+        Scenario("memory-2", max_memory=930.0),
+        Scenario("latency-5", max_latency=(LATENCY_COLUMN, 15.4)),
+        Scenario("latency-remote-5", max_latency=(LATENCY_COLUMN, 15.4), latency_at_hand=False),
+        Scenario("latency-1", max_latency=(LATENCY_COLUMN, 12.7)),
+        Scenario("latency-remote-1", max_latency=(LATENCY_COLUMN, 12.7), latency_at_hand=False),
     )
 }
+#: the default run (the 1.3 % latency pair is left out of it for time; ``--scenarios`` selects it)
+DEFAULT_SCENARIOS = ("params-50", "flops-20", "params-5", "memory-2", "latency-5", "latency-remote-5")
 
 
 @dataclass
@@ -82,6 +105,7 @@ class Bench:
     latency: dict[str, np.ndarray]  # column -> ms
     time_fit: tuple[float, float]  # (a s/epoch, b s/epoch per MFLOP)
     time_fit_rows: list[dict[str, float]] = field(default_factory=list)  # the calibration points
+    memory_mib: np.ndarray | None = None  # training-step peak (dnnsat's model), computed on first use
     index_of: np.ndarray = field(init=False)  # base-5 code of the op tuple -> architecture index
 
     def __post_init__(self) -> None:
@@ -99,8 +123,30 @@ class Bench:
     @property
     def trial_seconds(self) -> np.ndarray:
         """Simulated training time of each architecture: 200 epochs x the fitted seconds per epoch."""
+        return EPOCHS * self.epoch_seconds
+
+    @property
+    def epoch_seconds(self) -> np.ndarray:
+        """Fitted seconds per training epoch of each architecture."""
         a, b = self.time_fit
-        return EPOCHS * (a + b * self.flops_m)
+        return a + b * self.flops_m
+
+    def configs(self, archs: Any) -> list[dict[str, str]]:
+        """``{edge: op}`` configurations of the architecture indices ``archs``."""
+        return [{e: OPS[j] for e, j in zip(EDGES, self.ops[i])} for i in archs]
+
+    def memory(self) -> np.ndarray:
+        """Peak MiB of a training step of every architecture (dnnsat's model; about 5 s, then cached)."""
+        if self.memory_mib is None:
+            problem = memory_problem(self.dataset)
+            cols = self.columns()
+            self.memory_mib = (
+                np.array(
+                    [problem.costs({e: cols[e][i] for e in EDGES})["memory"] for i in range(len(self.acc))]
+                )
+                / 2**20
+            )
+        return self.memory_mib
 
     def columns(self) -> dict[str, np.ndarray]:
         """Every architecture as ``check_batch`` columns ``{edge: op names}``."""
@@ -119,6 +165,8 @@ class Bench:
             if col not in self.latency:
                 raise ValueError(f"--max-latency: unknown column {col!r}; known: {sorted(self.latency)}")
             values["latency"] = self.latency[col] / ms - 1
+        if sc.max_memory is not None:
+            values["memory"] = self.memory() / sc.max_memory - 1
         ok = np.ones(len(self.acc), dtype=bool)
         for v in values.values():
             ok &= v <= 0
@@ -231,12 +279,15 @@ class Decision:
     device: str | None = None
 
 
-def decide(bench: Bench, sc: Scenario, calib_n: int = 20, calib_seed: int = 0) -> Decision:
-    """Build the Problem dnnsat would use and its verdict on all 15,625 architectures.
+def dnnsat_problem(
+    bench: Bench, sc: Scenario, calib_n: int = 20, calib_seed: int = 0
+) -> tuple[Any, list[int]]:
+    """The Problem dnnsat decides with (what the ``dnnsat`` arm compiles) and its calibration architectures.
 
     params and FLOPs are exact: ``Budget(params=round(MB * 1e6))``; NATS FLOPs = MACs + classes (the
     classifier's bias additions), dnnsat's ``flops`` = 2 x MACs, so ``flops <= M`` becomes
-    ``Budget(flops=2 * (round(M * 1e6) - classes))``. Latency goes through :func:`_latency_budget`.
+    ``Budget(flops=2 * (round(M * 1e6) - classes))``. Memory: :func:`memory_problem`'s model at the
+    limit. Latency goes through :func:`_latency_budget`.
     """
     from dnnsat.cost import Budget
     from dnnsat.zoo._nasbench import DATASETS as NATS_DATASETS
@@ -248,13 +299,50 @@ def decide(bench: Bench, sc: Scenario, calib_n: int = 20, calib_seed: int = 0) -
         classes = NATS_DATASETS[DATASETS[bench.dataset]][1]
         kw["flops"] = 2 * (round(sc.max_flops * 1e6) - classes)
     calib: list[int] = []
-    device = None
     options: dict[str, Any] = {"dataset": DATASETS[bench.dataset]}
+    if sc.max_memory is not None:
+        if sc.max_latency is not None:
+            raise ValueError("a scenario limits memory or latency, not both (different batch sizes)")
+        return memory_problem(bench.dataset, sc.max_memory * 2**20, **kw), calib
     if sc.max_latency is not None:
-        lat_kw, options["batch_size"], calib, device = _latency_budget(bench, sc, calib_n, calib_seed)
+        lat_kw, options["batch_size"], calib = _latency_budget(bench, sc, calib_n, calib_seed)
         kw.update(lat_kw)
-    problem = zoo_get("nasbench201")(budget=Budget(**kw), **options)
+    return zoo_get("nasbench201")(budget=Budget(**kw), **options), calib
+
+
+def memory_problem(dataset: str, limit_bytes: float | None = None, **limits: Any) -> Any:
+    """NAS-Bench-201 at batch ``MEMORY_BATCH`` with a training-memory budget (SGD with momentum, fp32, on
+    the ``MEMORY_DEVICE`` profile) of ``limit_bytes`` (none: the costs only) plus other ``limits``."""
+    from dnnsat.cost import Budget
+
+    budget = Budget(
+        memory=limit_bytes, device=MEMORY_DEVICE, mode="train", optimizer=MEMORY_OPTIMIZER, **limits
+    )
+    return zoo_get("nasbench201")(budget=budget, dataset=DATASETS[dataset], batch_size=MEMORY_BATCH)
+
+
+def decide(bench: Bench, sc: Scenario, calib_n: int = 20, calib_seed: int = 0) -> Decision:
+    """:func:`dnnsat_problem` and its verdict on all 15,625 architectures."""
+    problem, calib = dnnsat_problem(bench, sc, calib_n, calib_seed)
+    device = latency_device(sc.max_latency[0])[0] if sc.max_latency is not None else None
     return Decision(problem, np.asarray(problem.check_batch(bench.columns()), dtype=bool), calib, device)
+
+
+def early_check_seconds(bench: Bench, sc: Scenario, costs: CheckCosts) -> np.ndarray:
+    """Seconds per architecture of checking ``sc.early_checks()`` before training (0 when none; see
+    :mod:`benchmarks._early`): params/FLOPs ``meta_s``; memory process + data + build + one training step
+    (an epoch's fitted time / steps per epoch); latency build + warm-up and repeats at its latency."""
+    out = np.zeros(len(bench.acc))
+    checks = sc.early_checks()
+    if {"params", "flops"} & set(checks):
+        out += costs.meta_s
+    if "memory" in checks:
+        steps = -(-CIFAR_TRAIN // MEMORY_BATCH)
+        out += costs.process_s + costs.data_s + costs.build_s + bench.epoch_seconds / steps
+    if "latency" in checks:
+        assert sc.max_latency is not None
+        out += costs.build_s + (LATENCY_WARMUP + LATENCY_REPEATS) * bench.latency[sc.max_latency[0]] / 1e3
+    return out
 
 
 # -- latency path: dnnsat's device model, calibrated on at most ``calib_n`` measured architectures ----
@@ -284,7 +372,7 @@ def latency_device(column: str) -> tuple[str, int]:
 
 def _latency_budget(
     bench: Bench, sc: Scenario, calib_n: int, calib_seed: int
-) -> tuple[dict[str, Any], int, list[int], str]:
+) -> tuple[dict[str, Any], int, list[int]]:
     """Latency limit on the column's device, the profile fitted on ``calib_n`` measured architectures.
 
     The calibration architectures are drawn uniformly (``default_rng(calib_seed)``) from all 15,625;
@@ -304,4 +392,4 @@ def _latency_budget(
         ((net, config_from_arch_str(bench.arch_str[i])), bench.latency[column][i] / 1e3) for i in calib
     ]
     profile = fit_device(device, samples, budget=Budget(mode="inference"), space=space, name=f"{device}-fit")
-    return {"latency": ms / 1e3, "device": profile, "mode": "inference"}, batch, calib, device
+    return {"latency": ms / 1e3, "device": profile, "mode": "inference"}, batch, calib

@@ -52,7 +52,7 @@ def test_data_and_training_time_model(bench):
     assert bench.trial_seconds.min() > 200 * a
 
 
-@pytest.mark.parametrize("name", ["params-50", "flops-20", "params-5"])
+@pytest.mark.parametrize("name", ["params-50", "flops-20", "params-5", "memory-2"])
 def test_exact_scenarios_have_no_false_verdicts(bench, name):
     from benchmarks._nb201_data import SCENARIOS, decide
 
@@ -89,10 +89,14 @@ def test_quick_run(tmp_path):
     res = main(
         [
             "--quick",
+            "--scenarios",
+            "params-50,params-5",
             "--seeds",
             "2",
             "--budget",
             "60",
+            "--trials",
+            "40",
             "--no-readme",
             "--plots",
             str(tmp_path),
@@ -102,27 +106,58 @@ def test_quick_run(tmp_path):
             str(out),
         ]
     )
-    assert json.loads(out.read_text())["seeds"] == 2
+    saved = json.loads(out.read_text())
+    assert saved["seeds"] == 2 and saved["max_trials"] == 40
+    assert set(saved["check_costs"]) == {"meta_s", "build_s", "process_s", "data_s"}
+    assert all(v > 0 for v in saved["check_costs"].values())
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["nb201_params-5.png", "nb201_params-50.png"]
     for sc in res["scenarios"].values():
         assert sc["dnnsat"]["false_reject_rate"] == sc["dnnsat"]["false_accept_rate"] == 0
+        assert sc["early_checks"] == ["params"] and 0 < sc["early_check_s"] < 60
         feasible = set(sc["feasible_archs"])
         for method, m in sc["methods"].items():
             runs = m["runs"]
             for r in runs["dnnsat"]:  # exact constraints: dnnsat never launches an infeasible trial
                 assert r["infeasible_trials"] == 0 and r["wasted_share"] == 0
-                assert set(r["archs"]) <= feasible
+                assert set(r["record"]["archs"]) <= feasible
+                assert r["setup_s"] > 0 and r["tool_ms"] > 0  # dnnsat's compile and calls are charged
+            for r in runs["early"]:  # the early check trains only feasible architectures
+                rec = r["record"]
+                assert all(t == (a in feasible) for a, t in zip(rec["archs"], rec["trained"]))
+                rejected = [s for s, t in zip(rec["seconds"], rec["trained"]) if not t]
+                assert all(s < 60 for s in rejected)  # a rejection costs seconds, not hours
             for arm in runs.values():
                 for r in arm:
                     assert r["best_at_budget"] <= sc["optimum"] or np.isnan(r["best_at_budget"])
-                    assert r["hours"] < 60 + 2.2  # stops launching once the budget is spent
-            if method == "optuna-random":  # Random ignores constraints: native = plain, trial for trial
-                assert [r["archs"] for r in runs["plain"]] == [r["archs"] for r in runs["native"]]
-            for base in ("plain", "native"):
-                ratios = m["speedup"][base]["target_optimum"]["ratios"]
-                assert len(ratios) == 2 and all(x > 0 for x in ratios)
+                    assert r["hours"] <= 60 and r["trials_to_target"] <= 40
+                    assert r["trials"] >= min(40, len(r["record"]["archs"]))  # both budgets are run
+            if method == "optuna-random":  # Random ignores constraints: the same draws in every bare arm
+                for arm in ("native", "early"):
+                    for p, o in zip(runs["plain"], runs[arm]):
+                        n = min(len(p["record"]["archs"]), len(o["record"]["archs"]))
+                        assert p["record"]["archs"][:n] == o["record"]["archs"][:n]
+            for kind in ("hours", "trials"):
+                sp = m["speedup"][kind]
+                assert sp["best"] in ("plain", "native", "early")
+                for base in ("plain", "native", "early"):
+                    assert len(sp[base]["ratios"]) == 2 and all(x > 0 for x in sp[base]["ratios"])
     few = res["scenarios"]["params-5"]["methods"]["optuna-random"]["runs"]
     assert np.mean([r["wasted_share"] for r in few["plain"]]) > 0.8  # 95 % infeasible: most time wasted
+    assert np.mean([r["wasted_share"] for r in few["early"]]) < 0.05  # rejected early: little wasted
+
+
+def test_early_check_costs_per_constraint(bench):
+    from benchmarks._early import CheckCosts
+    from benchmarks._nb201_data import SCENARIOS, early_check_seconds
+
+    costs = CheckCosts(meta_s=0.3, build_s=0.02, process_s=2.0, data_s=4.0)
+    here, remote = SCENARIOS["latency-5"], SCENARIOS["latency-remote-5"]
+    assert here.early_checks() == ["latency"] and remote.early_checks() == []
+    assert not early_check_seconds(bench, remote, costs).any()
+    lat = bench.latency[here.max_latency[0]]
+    np.testing.assert_allclose(early_check_seconds(bench, here, costs), 0.02 + 110 * lat / 1e3)
+    mem = early_check_seconds(bench, SCENARIOS["memory-2"], costs)
+    assert np.all(mem > 6) and np.all(mem < 8)  # process + data + build + one step (< 1 s)
 
 
 def test_interrupted_run_resumes_from_its_partial_file(tmp_path, capsys):
@@ -134,16 +169,19 @@ def test_interrupted_run_resumes_from_its_partial_file(tmp_path, capsys):
     first = main(argv)
     partial = tmp_path / "r.json.partial.jsonl"
     lines = partial.read_text().splitlines()
-    assert len(lines) == 1 + 2  # the settings, then one line per finished (scenario, method, seed)
-    partial.write_text("\n".join(lines[:2]) + "\n")  # as if killed after the first run
+    assert len(lines) == 2 + 2  # settings, check costs, then one line per (scenario, method, seed)
+    partial.write_text("\n".join(lines[:3]) + "\n")  # as if killed after the first run
     capsys.readouterr()
     second = main(argv)
     assert "resuming: 1 of 2 runs" in capsys.readouterr().out
     a, b = (r["scenarios"]["params-5"]["methods"]["optuna-random"]["runs"] for r in (first, second))
-    assert a == b  # the resumed run reproduces the uninterrupted one exactly (seeded)
+    assert first["check_costs"] == second["check_costs"]  # the resumed runs keep the costs charged
+    for arm in a:  # the resumed run launches exactly the same trials (seeded; measured times differ)
+        assert [r["record"]["archs"] for r in a[arm]] == [r["record"]["archs"] for r in b[arm]]
+        assert [r["record"]["trained"] for r in a[arm]] == [r["record"]["trained"] for r in b[arm]]
     main([*common, "--budget", "40", "--scenarios", "params-5", "--methods", "optuna-random"])
     assert "resuming" not in capsys.readouterr().out  # other settings: started afresh
-    assert len(partial.read_text().splitlines()) == 1 + 2
+    assert len(partial.read_text().splitlines()) == 2 + 2
 
 
 def _nats_archive(root: Path) -> list[dict[str, str]]:
