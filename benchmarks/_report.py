@@ -71,6 +71,19 @@ def update_readme(section: str, body: str) -> None:
     README.write_text(text)
 
 
+def sampling_parser(
+    doc: str, per_family: int, seed: int, quick: int, seed_help: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of a benchmark over sampled configurations per model family: ``--quick`` (``quick``
+    configurations per family), ``--per-family``, ``--seed`` and the write options."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=f"{quick} configs per family")
+    ap.add_argument("--per-family", type=int, default=per_family)
+    ap.add_argument("--seed", type=int, default=seed, help=seed_help)
+    add_write_options(ap)
+    return ap
+
+
 def add_write_options(ap: argparse.ArgumentParser) -> None:
     """Add ``--write-readme`` and ``--no-readme`` (alias ``--no-write``), read by :func:`writes_readme`."""
     group = ap.add_mutually_exclusive_group()

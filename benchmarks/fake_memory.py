@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from benchmarks._report import add_write_options, markdown_table, update_readme, writes_readme
+from benchmarks._report import markdown_table, sampling_parser, update_readme, writes_readme
 from benchmarks.memory_accuracy import _family_configs, _spaces
 from dnnsat.cost import Budget, get_device, memory_expressions
 from dnnsat.expr import compile_scalar
@@ -90,12 +90,7 @@ def dnnsat_tensor_memory(net: Network, space: Space, cfg: dict[str, Any]) -> int
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="2 configs per family")
-    ap.add_argument("--per-family", type=int, default=8)
-    ap.add_argument("--seed", type=int, default=1)
-    add_write_options(ap)
-    return ap
+    return sampling_parser(__doc__, 8, 1, 2)
 
 
 def main(argv: list[str] | None = None) -> None:

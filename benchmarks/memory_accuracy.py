@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from benchmarks._report import add_write_options, machine, markdown_table, update_readme, writes_readme
+from benchmarks._report import machine, markdown_table, sampling_parser, update_readme, writes_readme
 from dnnsat import zoo
 from dnnsat.cost import Budget, get_device, memory_expressions
 from dnnsat.expr import compile_scalar
@@ -132,12 +132,7 @@ def measure_config(net: Network, space: Space, cfg: dict[str, Any]) -> list[tupl
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3 configs per family")
-    ap.add_argument("--per-family", type=int, default=15)
-    ap.add_argument("--seed", type=int, default=1, help="configs (the op rules were read off seed-0 traces)")
-    add_write_options(ap)
-    return ap
+    return sampling_parser(__doc__, 15, 1, 3, "configs (the op rules were read off seed-0 traces)")
 
 
 def main(argv: list[str] | None = None) -> None:

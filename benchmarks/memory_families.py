@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from benchmarks._families import FAMILIES, build, example_inputs
-from benchmarks._report import add_write_options, machine, markdown_table, update_readme, writes_readme
+from benchmarks._report import machine, markdown_table, sampling_parser, update_readme, writes_readme
 from dnnsat.cost import Budget, detect_cpu_backend, memory_expressions
 from dnnsat.expr import compile_scalar
 from dnnsat.torch import GraphModule, concretize, peak_memory
@@ -121,14 +121,10 @@ def table(results: dict[str, list[dict[str, Any]]], families: list[str]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3 configs per family")
-    ap.add_argument("--per-family", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = sampling_parser(__doc__, 30, 0, 3)
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--native-only", action="store_true", help="skip the AVX2-emulated subprocess")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    add_write_options(ap)
     return ap
 
 

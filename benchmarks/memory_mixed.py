@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from benchmarks._report import add_write_options, machine, markdown_table, update_readme, writes_readme
+from benchmarks._report import machine, markdown_table, sampling_parser, update_readme, writes_readme
 from dnnsat import zoo
 from dnnsat.cost import Budget, memory_expressions
 from dnnsat.expr import compile_scalar
@@ -145,12 +145,7 @@ def measure(net: Network, space: Space, cfg: dict[str, Any], mode: str = "train"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3 configs per family")
-    ap.add_argument("--per-family", type=int, default=12)
-    ap.add_argument("--seed", type=int, default=0)
-    add_write_options(ap)
-    return ap
+    return sampling_parser(__doc__, 12, 0, 3)
 
 
 def main(argv: list[str] | None = None) -> None:
