@@ -401,6 +401,7 @@ def get_device(device: str | Path | DeviceProfile) -> DeviceProfile:
 
 
 Sample = tuple[Any, float]
+PRIOR_GRID = (1e-4, 1e-3, 1e-2, 0.1, 1.0)  # prior weights fit_device(prior_weight="cv") chooses from
 
 
 def fit_device(
@@ -408,7 +409,7 @@ def fit_device(
     samples: Sequence[Sample],
     budget: Any = None,
     space: Any = None,
-    prior_weight: float = 0.05,
+    prior_weight: float | str = "cv",
     name: str | None = None,
 ) -> DeviceProfile:
     """Adjust ``profile``'s launch overhead and efficiency factors to measured latencies.
@@ -423,10 +424,18 @@ def fit_device(
     class present in the samples (``conv``, ``matmul``, ``elementwise``, ...). The fit minimises the
     squared log error of the predictions (a ratio error: small and large networks weigh alike) plus
     ``prior_weight`` times the squared log distance of each parameter from the starting profile - a
-    weak log-normal prior that keeps parameters the samples cannot identify where they were. It is a
+    log-normal prior that keeps parameters the samples cannot identify where they were. It is a
     damped Gauss-Newton (Levenberg-Marquardt) fit in log space, started from the profile and from 30x
     lower compute efficiencies (the roofline's ``max`` has no gradient in its inactive branch); the
     better of the two is kept. It sees only ``samples``; peaks, bandwidth and sizes are not changed.
+
+    ``prior_weight="cv"`` (default) fits every weight of :data:`PRIOR_GRID`, weak to strong (the
+    weakest from the two starts above, each stronger one from the previous weight's two fits), and keeps
+    the one whose leave-one-out predictions misorder the fewest sample pairs, then have the smallest log
+    error (exact ties: the stronger prior), so the samples decide how far the fit may move from the
+    profile. Leave-one-out residuals come from the Gauss-Newton linearisation at each fit
+    (``r_i / (1 - h_ii)``, the PRESS statistic): no refits. A number fixes the weight (0.05 was the
+    default before). The choice is recorded in the profile's ``sources``.
     """
     from ..expr import compile_vectorized
     from ..graph import Network
@@ -469,20 +478,43 @@ def fit_device(
             out.append(np.broadcast_to(np.asarray(fn(env)[0], dtype=float), (len(envs),)))
         return np.log(np.concatenate(out))
 
-    def residuals(theta: np.ndarray) -> np.ndarray:
-        return np.concatenate([predict(theta) - measured, math.sqrt(prior_weight) * (theta - start)])
-
     # max() in the roofline has no gradient in its inactive branch: also start from 30x lower compute
-    # efficiencies (compute-bound everywhere) and keep the better of the two fits
+    # efficiencies (compute-bound everywhere) and keep the better fit
     low = start.copy()
     low[2:] -= math.log(30.0)
-    fits = [_levenberg_marquardt(residuals, s) for s in (start, low)]
-    theta = min(fits, key=lambda t: float(np.sum(residuals(t) ** 2)))
+
+    def fit(weight: float, starts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """Fits from each start, the best of them and its leave-one-out residuals."""
+
+        def residuals(theta: np.ndarray) -> np.ndarray:
+            return np.concatenate([predict(theta) - measured, math.sqrt(weight) * (theta - start)])
+
+        fits = [_levenberg_marquardt(residuals, s) for s in starts]
+        best = min(fits, key=lambda t: float(np.sum(residuals(t) ** 2)))
+        return fits, best, _loo_residuals(residuals, best, len(measured))
+
+    if isinstance(prior_weight, str):
+        if prior_weight != "cv":
+            raise ValueError(f"fit_device: prior_weight must be a number or 'cv', got {prior_weight!r}")
+        chosen: list[tuple[tuple[float, float], float, np.ndarray]] = []  # (CV score, weight, theta)
+        starts = [start, low]
+        for weight in sorted(PRIOR_GRID):  # weak to strong: a strong prior first traps fits near the profile
+            starts, theta, loo = fit(weight, starts)
+            chosen.append((_cv_score(loo, measured), weight, theta))
+        score, weight, theta = min(reversed(chosen), key=lambda c: c[0])
+        how = (
+            f"prior weight {weight:g}, chosen by leave-one-out cross-validation: {100 * score[0]:.1f} % of "
+            f"sample pairs misordered, RMS log error {math.sqrt(score[1]):.3g}"
+        )
+    else:
+        weight = float(prior_weight)
+        theta = fit(weight, [start, low])[1]
+        how = f"prior weight {weight:g}"
     fitted = dict(zip(names, np.exp(theta)))
     efficiency = {**base.efficiency, "memory": float(fitted["memory"])}
     efficiency.update({c: float(fitted[c]) for c in classes})
     n = len(samples)
-    note = f"fitted by fit_device on {n} measured latencies (log least squares, prior weight {prior_weight})"
+    note = f"fitted by fit_device on {n} measured latencies (log least squares, {how})"
     return base.replace(
         name=name or f"{base.name}-fitted",
         launch_overhead_s=float(fitted["launch_overhead_s"]),
@@ -500,6 +532,37 @@ def _encode(space: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     return encode_config(space, config)
 
 
+def _jacobian(residuals: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Forward-difference Jacobian of ``residuals`` at ``theta`` (``r = residuals(theta)``)."""
+    step = 1e-6
+    return np.stack([(residuals(theta + step * e) - r) / step for e in np.eye(len(theta))], axis=1)
+
+
+def _loo_residuals(residuals: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, n: int) -> np.ndarray:
+    """Leave-one-out residuals of the first ``n`` residuals (the data; the rest is the prior) at the
+    least-squares fit ``theta``: ``r_i / (1 - h_ii)``, ``h`` the hat matrix of the linearised fit."""
+    r = residuals(theta)
+    jac = _jacobian(residuals, theta, r)
+    data = jac[:n]
+    leverage = np.einsum("ij,ji->i", data, np.linalg.pinv(jac.T @ jac) @ data.T)
+    return np.asarray(r[:n] / np.maximum(1.0 - leverage, 1e-3))
+
+
+def _cv_score(loo: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
+    """(share of the sample pairs with different latencies that the leave-one-out predictions misorder,
+    their mean squared log error): ranking first, as budgets compare configurations; log error breaks ties.
+    ``loo`` and ``measured`` are log latencies; pairs within 1e-9 of each other count as ties."""
+    upper = np.triu_indices(len(measured), 1)
+
+    def order(x: np.ndarray) -> np.ndarray:
+        d = np.subtract.outer(x, x)[upper]
+        return np.where(np.abs(d) > 1e-9, np.sign(d), 0.0)
+
+    truth = order(measured)
+    wrong = (order(measured + loo) != truth)[truth != 0]
+    return float(wrong.mean()) if wrong.size else 0.0, float(np.mean(loo**2))
+
+
 def _levenberg_marquardt(
     residuals: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, iterations: int = 60
 ) -> np.ndarray:
@@ -508,8 +571,7 @@ def _levenberg_marquardt(
     cost = float(r @ r)
     damping = 1e-2
     for _ in range(iterations):
-        step = 1e-6
-        jac = np.stack([(residuals(theta + step * e) - r) / step for e in np.eye(len(theta))], axis=1)
+        jac = _jacobian(residuals, theta, r)
         g = jac.T @ r
         h = jac.T @ jac
         improved = False

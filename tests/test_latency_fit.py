@@ -1,0 +1,69 @@
+"""fit_device's prior strength: chosen by leave-one-out cross-validation inside the samples by default."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+
+from dnnsat import zoo
+from dnnsat.cost._devices import PRIOR_GRID, DeviceProfile, fit_device, get_device
+from dnnsat.cost._latency import latency_expressions
+from dnnsat.expr import compile_vectorized
+from dnnsat.zoo._nasbench import EDGES, OPS
+
+BASE = get_device("xeon-gold-6226")
+# far from BASE: 5x slower launches, convolutions at 1/20 of the catalog's efficiency
+TRUTH = BASE.replace(
+    launch_overhead_s=5e-5, efficiency={**BASE.efficiency, "conv": 0.025, "pointwise": 0.1, "memory": 0.3}
+)
+
+
+def _samples(profile: DeviceProfile, n: int, noise: float, seed: int) -> list[tuple[object, float]]:
+    """``n`` random NAS-Bench-201 cells (batch 1) timed by ``profile`` times log-normal ``noise``."""
+    model = zoo.get("nasbench201")
+    space = model.space()
+    net = model.build(batch_size=1)(space.vars)
+    rng = np.random.default_rng(seed)
+    cols = {e: rng.integers(0, len(OPS), n) for e in EDGES}
+    seconds = compile_vectorized([latency_expressions(net, None, profile)["latency"]])(cols)[0]
+    seconds = seconds * np.exp(noise * rng.standard_normal(n))
+    return [((net, {e: int(cols[e][i]) for e in EDGES}), float(seconds[i])) for i in range(n)]
+
+
+def _chosen(profile: DeviceProfile) -> float:
+    match = re.search(r"prior weight ([0-9.e+-]+), chosen by leave-one-out", profile.sources["efficiency"])
+    assert match, profile.sources["efficiency"]
+    return float(match.group(1))
+
+
+def test_cv_lets_informative_samples_move_far_from_the_profile() -> None:
+    """Exact latencies of a device far from the catalog: a weak prior wins and the truth is recovered."""
+    samples = _samples(TRUTH, 20, noise=0.0, seed=0)
+    start = time.perf_counter()
+    fitted = fit_device(BASE, samples)
+    assert time.perf_counter() - start < 5.0
+    assert _chosen(fitted) <= 1e-2 < 0.05  # the old fixed default would have held the profile back
+    assert fitted.launch_overhead_s == pytest.approx(TRUTH.launch_overhead_s, rel=0.05)
+    assert fitted.efficiency["conv"] == pytest.approx(0.025, rel=0.05)
+
+
+def test_cv_keeps_the_profile_when_samples_are_only_noise() -> None:
+    """The truth is the profile itself and 6 samples carry 30 % noise: a strong prior wins."""
+    fitted = fit_device(BASE, _samples(BASE, 6, noise=0.3, seed=1))
+    assert _chosen(fitted) >= 0.1
+    for key in ("conv", "memory"):
+        assert 1 / 2 < fitted.efficiency[key] / BASE.efficiency.get(key, BASE.efficiency["compute"]) < 2
+
+
+def test_fixed_prior_weight_still_accepted() -> None:
+    samples = _samples(TRUTH, 8, noise=0.0, seed=2)
+    fitted = fit_device(BASE, samples, prior_weight=0.05)
+    assert "prior weight 0.05)" in fitted.sources["efficiency"]
+    assert "chosen" not in fitted.sources["efficiency"]
+    assert fit_device(BASE, samples, prior_weight=1e-8).efficiency["conv"] == pytest.approx(0.025, rel=0.05)
+    assert min(PRIOR_GRID) < 0.05 < max(PRIOR_GRID)
+    with pytest.raises(ValueError, match="number or 'cv'"):
+        fit_device(BASE, samples, prior_weight="loo")
