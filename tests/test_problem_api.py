@@ -125,7 +125,8 @@ def test_undecided_boxes_are_never_offered_as_feasible(caplog: pytest.LogCapture
 def test_feasible_values_on_a_memory_budget_are_proved() -> None:
     # An 8 GiB ResNet study once launched an infeasible trial: feasible_values offered w0 = 352 and
     # 384 (boxes the engine left undecided after 200,000 splits were counted as feasible), and no d0
-    # extended them. Structural dimensions are now split first, and undecided is never feasible.
+    # extended them. Undecided roots now get a second pass that splits the fewest-valued dimensions
+    # first (it decides them), and undecided is never feasible.
     p = ds.zoo.resnet(budget=ds.Budget(memory="8GiB"))
     given = {"batch_size": 64, "resolution": 224, "block": "bottleneck", "groups": 32}
     values = p.feasible_values("w0", given)

@@ -204,8 +204,30 @@ class Engine:
     ) -> tuple[np.ndarray, np.ndarray]:
         """For each root box: 1 feasible, 0 infeasible, -1 unknown; and a witness point per root.
 
-        A witness found for one root is reused for every other root that contains it.
+        A witness found for one root is reused for every other root that contains it. Two split orders
+        share ``max_boxes``: widest dimension first (a tenth of the boxes), then, for the roots still
+        open, fewest values first (:meth:`Domain.narrowest_open`). Neither order is good everywhere: on
+        ResNet memory budgets each leaves boxes undecided after 200,000 splits that the other decides
+        in a few hundred.
         """
+        first = max(1, max_boxes // 10)
+        status, witness = self._exists(lo, hi, mask, first, self.domain.widest)
+        open_ = np.flatnonzero(status == -1)
+        if len(open_):
+            status[open_], witness[open_] = self._exists(
+                lo[open_], hi[open_], mask, max_boxes - first, self.domain.narrowest_open
+            )
+        return status, witness
+
+    def _exists(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        mask: np.ndarray | None,
+        max_boxes: int,
+        refute: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One pass of :meth:`exists` splitting the dimension ``refute`` picks."""
         roots = lo.shape[0]
         status = np.zeros(roots, dtype=np.int8)
         settled = np.zeros(roots, dtype=bool)
@@ -215,7 +237,6 @@ class Engine:
         processed = 0
         needs_z3 = bool(self.domain.unpinned)
         self._opaque_used = 0
-        refute = self.domain.narrowest_open  # structural dimensions first: see Domain.narrowest_open
 
         def settle(points: np.ndarray, owners: np.ndarray) -> None:
             """Feasible ``points`` found in boxes of roots ``owners``: settle those roots, and try the
