@@ -205,12 +205,12 @@ class Engine:
         """For each root box: 1 feasible, 0 infeasible, -1 unknown; and a witness point per root.
 
         A witness found for one root is reused for every other root that contains it. Two split orders
-        share ``max_boxes``: widest dimension first (a tenth of the boxes), then, for the roots still
+        share ``max_boxes``: widest dimension first (a fortieth of the boxes), then, for the roots still
         open, fewest values first (:meth:`Domain.narrowest_open`). Neither order is good everywhere: on
         ResNet memory budgets each leaves boxes undecided after 200,000 splits that the other decides
         in a few hundred.
         """
-        first = max(1, max_boxes // 10)
+        first = max(1, max_boxes // 40)
         status, witness = self._exists(lo, hi, mask, first, self.domain.widest)
         open_ = np.flatnonzero(status == -1)
         if len(open_):
