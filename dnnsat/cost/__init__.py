@@ -4,6 +4,7 @@
 This package never imports torch.
 """
 
+from ._allocator import AllocatorConfig
 from ._attach import attach, build_network, cost_expressions
 from ._budget import DTYPE_BYTES, MIXED, OPTIMIZERS, Budget
 from ._devices import (
@@ -19,8 +20,10 @@ from ._devices import (
 )
 from ._latency import latency_expressions
 from ._memory import memory_expressions
+from ._reserved import GpuMemory, ReservedMemory
 
 __all__ = [
+    "AllocatorConfig",
     "Budget",
     "CPU_ISAS",
     "CpuBackend",
@@ -36,7 +39,9 @@ __all__ = [
     "detect_cpu_backend",
     "fit_device",
     "get_device",
+    "GpuMemory",
     "latency_expressions",
     "list_devices",
     "memory_expressions",
+    "ReservedMemory",
 ]

@@ -10,8 +10,10 @@ Costs (all symbolic, over the space's variables; whole batch as the network is b
   weight gradients; the first layer's input gradient included, as when inputs require grad);
 * ``activation_bytes``: activations saved for backward (an estimate), ``bytes_moved``: bytes read and
   written by all ops (for a roofline model), ``other_ops``: elementwise/norm/pool arithmetic (not FLOPs);
-* ``memory`` (bytes, peak of a training step or an inference pass, see :mod:`dnnsat.cost._memory`) and
-  its components ``memory_weights``, ``memory_gradients``, ``memory_optimizer``, ``memory_activations``,
+* ``memory`` (bytes, peak of a training step or an inference pass, see :mod:`dnnsat.cost._memory`; on
+  a GPU a lower bound: the footprint plus the allocation peak in 2 MiB segments; the budget also checks
+  the simulated reserved peak per configuration, :mod:`dnnsat.cost._reserved`) and its components
+  ``memory_weights``, ``memory_gradients``, ``memory_optimizer``, ``memory_activations``,
   ``memory_transient``, ``memory_input``, ``memory_overhead`` (they sum to ``memory``);
 * ``latency`` (seconds, one inference forward of the batch on the budget's device) and
   ``train_step_time`` (seconds, forward + backward + optimizer step), see :mod:`dnnsat.cost._latency`.
@@ -20,6 +22,7 @@ Costs (all symbolic, over the space's variables; whole batch as the network is b
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any
 
 from ..expr import Expr
@@ -27,6 +30,7 @@ from ..graph import Network
 from ._budget import Budget
 from ._latency import latency_expressions
 from ._memory import memory_expressions
+from ._reserved import ReservedMemory
 
 __all__ = ["cost_expressions", "attach", "build_network"]
 
@@ -109,4 +113,35 @@ def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
             problem.require(e, name=name)
     for name, limit in budget.limits().items():
         problem.require(exprs[name] <= limit, name=name)
+    _require_reserved(problem, net, budget)
     return net
+
+
+def _require_reserved(problem: Any, net: Network, budget: Budget) -> None:
+    """On a GPU with a memory limit: the per-configuration check of the simulated reserved peak plus the
+    footprint (constraint ``"memory_reserved"``, :class:`~dnnsat.cost._reserved.ReservedMemory`, also
+    ``problem.gpu_memory``), next to the symbolic ``memory`` lower bound that prunes ranges. Not with
+    ``Budget(simulate=False)``, for
+    activation checkpointing or gradient accumulation (no allocation sequence yet: the symbolic bound
+    alone decides), nor when the sequence reads a continuous parameter (predicates cannot)."""
+    device = budget.device_profile
+    if budget.memory is None or device is None or device.kind != "gpu" or not budget.simulate:
+        return
+    if budget.train and (budget.checkpoint or budget.accumulation_steps > 1):
+        log.info("attach: no allocator simulation with checkpoint/accumulation_steps: symbolic memory only")
+        return
+    checker = ReservedMemory(net, budget, problem.space)
+    continuous = [n for n in checker.uses if not problem.space[n].is_finite]
+    if continuous:
+        log.warning(
+            "attach: the allocation sequence reads the continuous parameter(s) %s: the GPU memory budget "
+            "is checked on the symbolic lower bound only (give them a step to simulate the allocator)",
+            continuous,
+        )
+        return
+    from ..problem import OpaqueConstraintWarning
+
+    with warnings.catch_warnings():  # by design: the simulation is checked per configuration
+        warnings.simplefilter("ignore", OpaqueConstraintWarning)
+        problem.require(checker, name="memory_reserved", uses=checker.uses)
+    problem.gpu_memory = checker

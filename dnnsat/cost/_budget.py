@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..units import parse_quantity
+from ._allocator import AllocatorConfig
 
 __all__ = ["Budget", "DTYPE_BYTES", "OPTIMIZERS", "MIXED"]
 
@@ -50,6 +51,16 @@ class Budget:
     (``torch.utils.checkpoint``: a block keeps only its input; its backward recomputes its forward);
     ``accumulation_steps=k`` splits the batch (dim 0 of the network inputs, a space variable) into
     ``k`` micro-batches whose gradients accumulate before one optimizer step.
+
+    ``allocator`` (GPU devices): the caching allocator's settings the run uses, as
+    ``PYTORCH_CUDA_ALLOC_CONF`` spells them (``"expandable_segments:True,max_split_size_mb:128"``; ``;``
+    separates items too), a dict or an :class:`~dnnsat.cost._allocator.AllocatorConfig`, plus
+    ``memory_fraction`` (``torch.cuda.set_per_process_memory_fraction``). On a GPU the symbolic
+    ``memory`` (footprint + allocation peak in 2 MiB segments) is a lower bound of what the GPU reserves;
+    ``simulate=True`` also checks the simulated reserved peak plus the footprint configuration by
+    configuration (constraint ``"memory_reserved"``). It is off by default because searches then
+    simulate every configuration the bound leaves undecided (2-8 ms each: a first ``sample`` or
+    pruning of a 10^5-configuration CNN space takes minutes); turn it on when the budget is tight.
     """
 
     params: int | float | None = None
@@ -65,6 +76,8 @@ class Budget:
     margin: float = 0.0
     checkpoint: bool = False
     accumulation_steps: int = 1
+    allocator: AllocatorConfig = field(default_factory=AllocatorConfig)
+    simulate: bool = False
     device_profile: Any = field(default=None, compare=False, repr=False)  # resolved DeviceProfile or None
 
     def __init__(
@@ -82,6 +95,8 @@ class Budget:
         margin: float = 0.0,
         checkpoint: bool = False,
         accumulation_steps: int = 1,
+        allocator: Any = None,
+        simulate: bool = False,
     ) -> None:
         def q(value: Any, kind: str) -> Any:
             return None if value is None else parse_quantity(value, kind)
@@ -105,6 +120,10 @@ class Budget:
             raise ValueError(f"Budget: accumulation_steps must be a positive int, got {steps!r}")
         if (checkpoint or steps > 1) and mode != "train":
             raise ValueError("Budget: checkpoint and accumulation_steps apply to training (mode='train')")
+        try:
+            alloc = AllocatorConfig.of(allocator)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"Budget: allocator: {err}") from None
         object.__setattr__(self, "params", q(params, "count"))
         object.__setattr__(self, "weight_bytes", q(weight_bytes, "bytes"))
         object.__setattr__(self, "flops", q(flops, "flops"))
@@ -126,6 +145,15 @@ class Budget:
         object.__setattr__(self, "margin", float(margin))
         object.__setattr__(self, "checkpoint", checkpoint)
         object.__setattr__(self, "accumulation_steps", steps)
+        if alloc != AllocatorConfig() and (profile is None or profile.kind != "gpu"):
+            raise ValueError(
+                "Budget: allocator settings apply to the CUDA caching allocator: give a GPU device "
+                "(e.g. device='a100-80gb') or drop allocator="
+            )
+        object.__setattr__(self, "allocator", alloc)
+        if not isinstance(simulate, bool):
+            raise ValueError(f"Budget: simulate must be True or False, got {simulate!r}")
+        object.__setattr__(self, "simulate", simulate)
 
     @property
     def dtype_bytes(self) -> int:
@@ -158,7 +186,8 @@ class Budget:
 
     @classmethod
     def parse(cls, text: str) -> Budget:
-        """``"params=25M,flops=4G,dtype=float16"`` -> Budget (the CLI's ``--budget``)."""
+        """``"params=25M,flops=4G,dtype=float16"`` -> Budget (the CLI's ``--budget``; allocator settings
+        are separated by ``;``: ``allocator=expandable_segments:True;max_split_size_mb:128``)."""
         kwargs: dict[str, Any] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             if "=" not in part:
@@ -180,4 +209,11 @@ def _flag(text: str) -> bool:
     return text.lower() in ("true", "1")
 
 
-_PARSE: dict[str, Any] = {"batch_size": int, "accumulation_steps": int, "margin": float, "checkpoint": _flag}
+_PARSE: dict[str, Any] = {
+    "batch_size": int,
+    "accumulation_steps": int,
+    "margin": float,
+    "checkpoint": _flag,
+    "simulate": _flag,
+    "allocator": AllocatorConfig.parse,  # items separated by ';' on the command line
+}

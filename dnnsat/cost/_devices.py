@@ -2,9 +2,11 @@
 
 A :class:`DeviceProfile` holds what the latency and memory models need: peak FLOP/s per dtype
 (1 multiply-add = 2 FLOPs; dense tensor-core figures under ``*_tensor`` keys), DRAM bandwidth (bytes/s),
-memory size (bytes), the per-kernel launch/dispatch overhead (seconds), the CUDA context size (bytes)
-and efficiency factors (share of the peak that real kernels reach: ``compute``, ``memory`` and optional
-per-op-class compute factors such as ``conv`` or ``elementwise``, see :mod:`dnnsat.cost._latency`).
+memory size (bytes), the per-kernel launch/dispatch overhead (seconds), the CUDA context size (bytes),
+the device memory of the GPU libraries a network loads (bytes, :attr:`DeviceProfile.libraries`), the
+cuBLAS workspace PyTorch allocates (bytes) and efficiency factors (share of the peak that real
+kernels reach: ``compute``, ``memory`` and optional per-op-class compute factors such as ``conv`` or
+``elementwise``, see :mod:`dnnsat.cost._latency`).
 Every number of a catalog entry has a source in ``sources``.
 """
 
@@ -44,8 +46,12 @@ NUMBERS = (
     "memory_bytes",
     "launch_overhead_s",
     "context_bytes",
+    "libraries",
+    "cublas_workspace_bytes",
     "efficiency",
 )
+# GPU software stacks whose handles and loaded kernels take device memory outside PyTorch's allocator
+LIBRARIES = ("cublas", "cudnn", "attention")
 
 # dtype -> peak_flops keys, fastest unit first (PyTorch's defaults: fp32 matmul/conv on the vector
 # units, as torch.backends.cuda.matmul.allow_tf32 is False; fp16/bf16 on tensor cores when present)
@@ -229,6 +235,13 @@ class DeviceProfile:
     ``isa`` (CPU): the oneDNN ISA its kernels use (:data:`CPU_ISAS`), which sets the memory model's
     convolution buffers; ``""``: derived from ``channel_block`` (16: ``avx512_core``, else ``avx2``).
     In the catalog, ``isa: local`` means this machine's, detected at run time with ``channel_block``.
+
+    GPU memory outside PyTorch's caching allocator (the *footprint*, see :mod:`dnnsat.cost._footprint`):
+    ``context_bytes`` (the CUDA context with PyTorch's own kernels) and ``libraries``: bytes each
+    software stack takes once a network uses it (:data:`LIBRARIES`: ``cublas`` handle and GEMM kernels,
+    ``cudnn`` handle and convolution/normalisation/RNN kernels, ``attention`` kernels of
+    scaled-dot-product attention). ``cublas_workspace_bytes``: the workspace PyTorch allocates through
+    its caching allocator for the cuBLAS handle at the first GEMM (``CUBLAS_WORKSPACE_CONFIG``).
     """
 
     name: str
@@ -238,6 +251,8 @@ class DeviceProfile:
     memory_bytes: int
     launch_overhead_s: float
     context_bytes: int = 0
+    libraries: Mapping[str, int] = field(default_factory=dict)
+    cublas_workspace_bytes: int = 0
     channel_block: int = 1
     isa: str = ""
     cache_bytes: int = 0
@@ -260,6 +275,12 @@ class DeviceProfile:
         if bad or not ok or (self.cache_bytes > 0 and not self.cache_bandwidth > 0):
             raise ValueError(
                 f"device {self.name!r}: peaks, bandwidth and efficiencies must be positive ({bad})"
+            )
+        odd = {k: v for k, v in self.libraries.items() if k not in LIBRARIES or v < 0}
+        if odd or self.cublas_workspace_bytes < 0 or self.context_bytes < 0:
+            raise ValueError(
+                f"device {self.name!r}: libraries maps {', '.join(LIBRARIES)} to bytes >= 0 and "
+                f"context_bytes/cublas_workspace_bytes are bytes >= 0, got libraries={dict(self.libraries)}"
             )
         if self.isa and (self.kind != "cpu" or self.isa not in _ISA_FLAGS):
             raise ValueError(
@@ -286,10 +307,11 @@ class DeviceProfile:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["peak_flops"], d["efficiency"], d["sources"] = (
+        d["peak_flops"], d["efficiency"], d["sources"], d["libraries"] = (
             dict(self.peak_flops),
             dict(self.efficiency),
             dict(self.sources),
+            dict(self.libraries),
         )
         d["aliases"] = list(self.aliases)
         return d
@@ -313,6 +335,8 @@ class DeviceProfile:
         d["memory_bytes"] = int(d["memory_bytes"])
         d["launch_overhead_s"] = float(d["launch_overhead_s"])
         d["context_bytes"] = int(d.get("context_bytes", 0))
+        d["libraries"] = {str(k): int(v) for k, v in (d.get("libraries") or {}).items()}
+        d["cublas_workspace_bytes"] = int(d.get("cublas_workspace_bytes", 0))
         d["channel_block"] = int(d.get("channel_block", 1))
         d["isa"] = str(d.get("isa", ""))
         d["cache_bytes"] = int(d.get("cache_bytes", 0))

@@ -115,6 +115,46 @@ def _cache(dev: torch.device, repeats: int, dram_bandwidth: float) -> tuple[int,
     return fast[-1][0], statistics.median(bw for _, bw in fast), note
 
 
+def _outside_allocator(dev: torch.device) -> int:
+    """Bytes of device memory in use that PyTorch's caching allocator did not reserve."""
+    torch.cuda.synchronize(dev)
+    free, total = torch.cuda.mem_get_info(dev)
+    return int(total - free - torch.cuda.memory_reserved(dev))
+
+
+def _gpu_footprint(dev: torch.device) -> tuple[int, dict[str, int], int]:
+    """(context bytes, bytes per library, cuBLAS workspace bytes) of ``dev``, measured with
+    ``torch.cuda.mem_get_info`` around the first use of each stack: the CUDA context (a 1-element
+    tensor), cuBLAS (an fp32 ``mm``), cuDNN (a conv2d and a batch norm, forward and backward) and
+    attention kernels (fp16 and fp32 ``scaled_dot_product_attention``, softmax, layer norm); each is
+    what the process holds outside the caching allocator afterwards, less what it held before. The
+    cuBLAS workspace is what the allocator keeps allocated after the ``mm``'s tensors are freed.
+    Meaningful in a fresh process only: a stack used earlier measures 0."""
+    f = torch.nn.functional
+    torch.zeros(1, device=dev)
+    context = _outside_allocator(dev)
+    before = torch.cuda.memory_allocated(dev)
+    a = torch.randn(64, 64, device=dev)
+    torch.mm(a, a)
+    del a
+    workspace = max(0, torch.cuda.memory_allocated(dev) - before)
+    cublas = _outside_allocator(dev)
+    x = torch.randn(2, 3, 16, 16, device=dev, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, device=dev, requires_grad=True)
+    y = f.batch_norm(f.conv2d(x, w), None, None, training=True)
+    y.sum().backward()
+    del x, w, y
+    cudnn = _outside_allocator(dev)
+    for dtype in (torch.float16, torch.float32):
+        q = torch.randn(1, 2, 16, 64, device=dev, dtype=dtype)
+        f.scaled_dot_product_attention(q, q, q)
+        f.layer_norm(torch.softmax(q, -1), (64,))
+    del q
+    attention = _outside_allocator(dev)
+    libraries = {"cublas": cublas - context, "cudnn": cudnn - cublas, "attention": attention - cudnn}
+    return context, {k: max(0, v) for k, v in libraries.items()}, workspace
+
+
 def calibrate(
     device: str = "cpu", threads: int | None = 1, quick: bool = False, name: str | None = None
 ) -> DeviceProfile:
@@ -124,7 +164,10 @@ def calibrate(
       reaches, so the ``compute`` efficiency is 1 for GEMM-shaped ops;
     * ``memory_bandwidth``: bytes read + written per second by ``Tensor.copy_`` of a large buffer;
     * ``launch_overhead_s``: time per call of a tiny op through an ``nn.Module`` (host dispatch);
-    * ``context_bytes`` (CUDA): device memory in use after initialisation, minus PyTorch's allocations;
+    * ``context_bytes``, ``libraries``, ``cublas_workspace_bytes`` (CUDA): device memory outside
+      PyTorch's caching allocator after initialisation and after the first use of cuBLAS, cuDNN and
+      attention kernels, and the cuBLAS workspace PyTorch allocates (:func:`_gpu_footprint`; run it in
+      a fresh process, before anything else touches the GPU);
     * ``isa``/``channel_block`` (CPU): the oneDNN ISA PyTorch's kernels use here and its channel block
       (16 AVX-512, 8 AVX2), detected from the CPU flags within ``ONEDNN_MAX_CPU_ISA``
       (:func:`~dnnsat.cost.detect_cpu_backend`);
@@ -142,6 +185,7 @@ def calibrate(
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
+    context, libraries, workspace = _gpu_footprint(dev) if dev.type == "cuda" else (0, {}, 0)
     try:
         repeats = 3 if quick else 7
         sizes = (256, 512) if quick else (512, 1024, 2048)
@@ -178,12 +222,10 @@ def calibrate(
         with torch.inference_mode():
             launch = _median_time(loop, repeats, 1, dev) / calls
         if dev.type == "cuda":
-            free, total = torch.cuda.mem_get_info(dev)
-            memory_bytes = int(total)
-            context = max(0, int(total - free - torch.cuda.memory_reserved(dev)))
+            memory_bytes = int(torch.cuda.mem_get_info(dev)[1])
             label = torch.cuda.get_device_name(dev)
         else:
-            memory_bytes, context = _host_memory_bytes(), 0
+            memory_bytes = _host_memory_bytes()
             label = platform.processor() or platform.machine()
         backend = detect_cpu_backend() if dev.type == "cpu" else None
     finally:
@@ -198,6 +240,8 @@ def calibrate(
         memory_bytes=memory_bytes,
         launch_overhead_s=launch,
         context_bytes=context,
+        libraries=libraries,
+        cublas_workspace_bytes=workspace,
         channel_block=backend.channel_block if backend else 1,
         isa=backend.isa if backend else "",
         cache_bytes=cache_bytes,
@@ -210,7 +254,16 @@ def calibrate(
             + ("torch.cuda.mem_get_info total" if dev.type == "cuda" else "host RAM"),
             "launch_overhead_s": f"{how}: per call of nn.ReLU on a 1-element tensor",
             "context_bytes": f"{how}: "
-            + ("used - reserved after init" if dev.type == "cuda" else "none on CPU"),
+            + ("mem_get_info used - reserved after CUDA init" if dev.type == "cuda" else "none on CPU"),
+            "libraries": f"{how}: "
+            + (
+                "mem_get_info used - reserved, growth at the first mm (cublas), conv2d + batch_norm "
+                "(cudnn), scaled_dot_product_attention/softmax/layer_norm (attention)"
+                if dev.type == "cuda"
+                else "no GPU libraries on a CPU"
+            ),
+            "cublas_workspace_bytes": f"{how}: "
+            + ("memory_allocated kept after the first mm" if dev.type == "cuda" else "no cuBLAS on a CPU"),
             "channel_block": f"{how}: "
             + (
                 f"oneDNN ISA {backend.isa or 'none'} ({backend.source}), ATen {backend.aten}"
