@@ -138,8 +138,6 @@ def test_default_device_is_the_generic_cpu_and_problem_costs_agree() -> None:
     )
     p = zoo.mlp(budget=Budget(device="t4"))
     cfg = p.sample(1, seed=0)[0]
-    if "latency" not in p.costs(cfg):
-        pytest.skip("the lead has not wired latency_expressions into cost_expressions yet")
     want = _value(
         latency_expressions(p.network, Budget(device="t4"), "t4")["latency"], **encode_config(p.space, cfg)
     )
@@ -208,3 +206,42 @@ def test_measure_latency_thread_clock_and_bad_arguments():
         measure_latency(m, (x,), clock="cycles")
     with pytest.raises(ValueError, match="threads=1"):
         measure_latency(m, (x,), threads=2, clock="thread")
+
+
+def _served_mlp(batch: object) -> Network:
+    net = Network()
+    x = net.input((batch, 256))
+    return net.output(net.linear(net.relu(net.linear(x, 512)), 10))
+
+
+def test_latency_batch_serves_one_image_while_memory_stays_at_the_training_batch() -> None:
+    """``Budget(latency_batch=1)``: the latency (and its limit) is the forward of one image; memory and
+    the training step stay at the space's batch."""
+    import dnnsat as ds
+
+    space = Space({"batch_size": Categorical([64, 256])})
+    cfg = {"batch_size": 256}
+    train = Budget(device="t4", optimizer="adam")
+    served = Budget(device="t4", optimizer="adam", latency_batch=1)
+    at_train = ds.Problem(space, model=lambda v: _served_mlp(v.batch_size), budget=train).costs(cfg)
+    at_one = ds.Problem(space, model=lambda v: _served_mlp(v.batch_size), budget=served).costs(cfg)
+    one = _value(latency_expressions(_served_mlp(1), served, "t4")["latency"])
+    assert at_one["latency"] == pytest.approx(one)
+    assert at_one["latency"] < at_train["latency"]
+    for key in ("memory", "train_step_time", "flops"):
+        assert at_one[key] == at_train[key]
+    # the limit applies to the served batch: between the two latencies, only latency_batch=1 passes
+    limit = (at_one["latency"] + at_train["latency"]) / 2
+    assert ds.Problem(
+        space,
+        model=lambda v: _served_mlp(v.batch_size),
+        budget=Budget(device="t4", latency=limit, latency_batch=1),
+    ).check(cfg)
+    assert not ds.Problem(
+        space, model=lambda v: _served_mlp(v.batch_size), budget=Budget(device="t4", latency=limit)
+    ).check(cfg)
+    with pytest.raises(ValueError, match="latency_batch=1: the batch .* must be a space variable"):
+        ds.Problem(space, model=lambda v: _served_mlp(32), budget=served)
+    with pytest.raises(ValueError, match="latency_batch must be a positive int"):
+        Budget(latency_batch=0)
+    assert Budget.parse("latency=5ms,latency_batch=1,device=t4").latency_batch == 1

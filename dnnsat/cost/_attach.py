@@ -15,7 +15,8 @@ Costs (all symbolic, over the space's variables; whole batch as the network is b
   the simulated reserved peak per configuration, :mod:`dnnsat.cost._reserved`) and its components
   ``memory_weights``, ``memory_gradients``, ``memory_optimizer``, ``memory_activations``,
   ``memory_transient``, ``memory_input``, ``memory_overhead`` (they sum to ``memory``);
-* ``latency`` (seconds, one inference forward of the batch on the budget's device) and
+* ``latency`` (seconds, one inference forward of the batch on the budget's device; of
+  ``Budget(latency_batch=)`` images when given) and
   ``train_step_time`` (seconds, forward + backward + optimizer step), see :mod:`dnnsat.cost._latency`.
 """
 
@@ -25,11 +26,11 @@ import logging
 import warnings
 from typing import Any
 
-from ..expr import Expr
+from ..expr import Const, Expr, substitute
 from ..graph import Network
 from ._budget import Budget
 from ._latency import latency_expressions
-from ._memory import memory_expressions
+from ._memory import batch_values, memory_expressions
 from ._reserved import ReservedMemory
 
 __all__ = ["cost_expressions", "attach", "build_network"]
@@ -52,8 +53,18 @@ def cost_expressions(net: Network, budget: Budget | None = None) -> dict[str, Ex
         "bytes_moved": b * c["io"],
         "other_ops": c["ops"],
         **memory_expressions(net, budget, budget.device_profile),
-        **latency_expressions(net, budget, budget.device_profile),
+        **_latency(net, budget),
     }
+
+
+def _latency(net: Network, budget: Budget) -> dict[str, Expr]:
+    """Latency and train step time; with ``budget.latency_batch`` the latency of a forward at that batch."""
+    exprs = latency_expressions(net, budget, budget.device_profile)
+    if budget.latency_batch is not None:
+        batch = Const(budget.latency_batch)
+        served = batch_values(net, lambda _: batch, f"latency_batch={budget.latency_batch}")
+        exprs["latency"] = substitute(exprs["latency"], served)
+    return exprs
 
 
 def build_network(model: Any, space: Any) -> Network:

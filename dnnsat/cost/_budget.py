@@ -41,7 +41,10 @@ class Budget:
     lists for the device) sets the bytes per parameter and activation element;
     ``optimizer`` (``sgd`` (default), ``momentum``, ``adam``, ``adamw``), ``mode`` (``"train"`` or
     ``"inference"``: BatchNorm's training rule applies only when training) and ``batch_size`` (for
-    models whose input has no batch variable) feed the memory and latency models.
+    models whose input has no batch variable) feed the memory and latency models. ``latency_batch``
+    (e.g. 1): the batch size the model is served at; ``latency`` is then the forward of that batch, not
+    of the training batch (the network's batch variable, dim 0 of its inputs, set to it), while
+    ``memory`` and ``train_step_time`` stay at the training batch.
 
     ``margin`` (``0 <= margin < 1``, default 0): a safety margin on the estimated costs, ``memory`` and
     ``latency``: a configuration passes when its estimate is at most ``limit * (1 - margin)`` (with
@@ -73,6 +76,7 @@ class Budget:
     optimizer: str | None = None
     mode: str = "train"
     batch_size: int | None = None
+    latency_batch: int | None = None
     margin: float = 0.0
     checkpoint: bool = False
     accumulation_steps: int = 1
@@ -92,6 +96,7 @@ class Budget:
         optimizer: str | None = None,
         mode: str = "train",
         batch_size: int | None = None,
+        latency_batch: int | None = None,
         margin: float = 0.0,
         checkpoint: bool = False,
         accumulation_steps: int = 1,
@@ -111,6 +116,10 @@ class Budget:
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
             raise ValueError(f"Budget: batch_size must be a positive int, got {batch_size!r}")
+        if latency_batch is not None and (
+            isinstance(latency_batch, bool) or not isinstance(latency_batch, int) or latency_batch < 1
+        ):
+            raise ValueError(f"Budget: latency_batch must be a positive int (e.g. 1), got {latency_batch!r}")
         if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < 1:
             raise ValueError(f"Budget: margin must be a number with 0 <= margin < 1, got {margin!r}")
         if not isinstance(checkpoint, bool):
@@ -142,6 +151,7 @@ class Budget:
         object.__setattr__(self, "optimizer", optimizer.lower() if optimizer else None)
         object.__setattr__(self, "mode", mode)
         object.__setattr__(self, "batch_size", batch_size)
+        object.__setattr__(self, "latency_batch", latency_batch)
         object.__setattr__(self, "margin", float(margin))
         object.__setattr__(self, "checkpoint", checkpoint)
         object.__setattr__(self, "accumulation_steps", steps)
@@ -211,6 +221,7 @@ def _flag(text: str) -> bool:
 
 _PARSE: dict[str, Any] = {
     "batch_size": int,
+    "latency_batch": int,
     "accumulation_steps": int,
     "margin": float,
     "checkpoint": _flag,

@@ -1021,19 +1021,25 @@ def memory_expressions(net: Network, budget: Any, device: Any = None) -> dict[st
     return exprs
 
 
-def micro_batches(net: Network, steps: int) -> dict[str, Expr]:
-    """Gradient accumulation: each batch variable (dim 0 of a network input) -> the size of the largest
-    of ``steps`` micro-batches, ``ceildiv(batch, steps)``."""
+def batch_values(net: Network, size: Callable[[Expr], Expr], what: str) -> dict[str, Expr]:
+    """Each batch variable (dim 0 of a network input) -> ``size(batch)``, for :func:`substitute`;
+    ``what`` names the option in the error raised when a batch is not a space variable."""
     out: dict[str, Expr] = {}
     for t in net.inputs:
         batch = t.shape[0]
         if batch.op != "var":
             raise ValueError(
-                f"accumulation_steps={steps}: the batch (dim 0 of network input #{t.index}, {batch}) must be "
-                f"a space variable to be split into micro-batches; or build the network at the micro-batch"
+                f"{what}: the batch (dim 0 of network input #{t.index}, {batch}) must be a space "
+                f"variable (build the input as net.input((v.batch_size, ...)))"
             )
-        out[batch.payload[0]] = ceildiv(batch, steps)
+        out[batch.payload[0]] = size(batch)
     return out
+
+
+def micro_batches(net: Network, steps: int) -> dict[str, Expr]:
+    """Gradient accumulation: each batch variable -> the size of the largest of ``steps`` micro-batches,
+    ``ceildiv(batch, steps)``."""
+    return batch_values(net, lambda batch: ceildiv(batch, steps), f"accumulation_steps={steps}")
 
 
 # -- the allocation sequence of a step, for the caching allocator's simulation ---------------------
