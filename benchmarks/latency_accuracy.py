@@ -1,6 +1,7 @@
 """Accuracy of the latency model: zoo networks measured on this CPU, and NAS-Bench-201 on real devices.
 
-``python -m benchmarks.latency_accuracy [--quick] [--data DIR] [--skip-cpu] [--skip-nb201] [--draws N]``
+``python -m benchmarks.latency_accuracy [--quick] [--data DIR] [--skip-cpu] [--skip-nb201] [--draws N]
+[--columns A,B]``
 
 1. **This CPU**: zoo configurations (6 families, sampled under FLOPs/params caps so one thread runs each
    in milliseconds) materialized with ``dnnsat.torch.to_torch`` and timed with ``measure_latency``
@@ -8,8 +9,8 @@
    generic ``cpu-1core`` profile and the ``calibrate()`` micro-benchmark profile zero-shot, then
    ``fit_device`` on a fixed 20-config subset (seed 0); metrics on the other configs.
 2. **NAS-Bench-201 on HELP's protocol** (``nb201_latency.csv``, 15,625 architectures): per device column
-   (GPUs 1080 Ti, Titan X, Titan Xp at batch 1/32/256 and Xeons from the catalog; phones and the
-   Raspberry Pi 4 from spec-sheet profiles, :func:`nb201_devices`), ``--draws`` (10) draws of 20
+   (GPUs 1080 Ti, Titan X, Titan Xp at batch 1/32/256, Xeons, and phones and the Raspberry Pi 4 as
+   catalog devices of kind ``mobile_cpu``, :func:`nb201_devices`), ``--draws`` (10) draws of 20
    calibration architectures outside HELP's test set, ``fit_device`` on each; Spearman rho and Kendall
    tau on HELP's test set (indices 900-1899, middle 80 % of the device's latencies) and on the rest of
    the space, next to a FLOPs baseline ``latency = a * FLOPs + b`` least-squares fitted on the same 20
@@ -21,6 +22,7 @@ Metrics: Spearman rho, Kendall tau-b, MAPE, share of predictions within +-10 % o
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -113,8 +115,6 @@ def cpu_measure(items: list[tuple[str, Any, dict[str, Any]]], rounds: int) -> np
 
 
 def cpu_part(quick: bool) -> str:
-    import os
-
     import torch
 
     from dnnsat.cost import Budget
@@ -202,79 +202,28 @@ HELP_TABLE3 = {
 }
 
 
-def _arm(name: str, cores: int, ghz: float, bandwidth: float, memory: int, source: str) -> DeviceProfile:
-    """A spec-sheet profile of an ARM phone/board CPU: ``cores`` x ``ghz`` x 8 fp32 FLOP/cycle (one
-    128-bit NEON FMA per cycle: 4 lanes x 2 FLOPs), 4-channel blocks (128-bit vectors)."""
-    from dnnsat.cost import DeviceProfile
-
-    peak = cores * ghz * 1e9 * 8
-    note = f"{source}; peak = {cores} cores x {ghz} GHz x 8 fp32 FLOP/cycle (128-bit NEON FMA)"
-    return DeviceProfile(
-        name=name,
-        kind="cpu",
-        peak_flops={"fp32": peak},
-        memory_bandwidth=bandwidth,
-        memory_bytes=memory,
-        launch_overhead_s=1e-5,
-        channel_block=4,
-        sources={"peak_flops": note, "memory_bandwidth": source, "memory_bytes": source},
-        description=source,
-    )
+# mobile column label -> catalog device (kind mobile_cpu)
+MOBILE = {
+    "pixel2": "pixel2",
+    "essential_ph_1": "essential-ph-1",
+    "samsung_a50": "samsung-a50",
+    "samsung_s7": "samsung-s7",
+    "pixel3": "pixel3",
+    "raspi4": "raspi4",
+}
 
 
 def nb201_devices() -> list[tuple[str, int, str, Any]]:
     """``(label, batch, column, profile)`` for every device column of ``nb201_latency.csv``: the catalog's
-    GPUs and Xeons, and spec-sheet profiles (big cores only, vendor specifications) of the phones and the
-    Raspberry Pi, which the catalog does not have."""
+    GPUs, Xeons and mobile CPUs (phones and the Raspberry Pi 4, kind ``mobile_cpu``)."""
     from dnnsat.cost import get_device
 
-    gib = 2**30
-    sd835 = "Qualcomm Snapdragon 835: 4 Kryo 280 big cores at 2.35 GHz, LPDDR4x-1866 dual channel 29.9 GB/s"
-    arm = {
-        "pixel2": _arm("pixel2", 4, 2.35, 29.9e9, 4 * gib, f"Google Pixel 2, {sd835}, 4 GB"),
-        "essential_ph_1": _arm("essential-ph-1", 4, 2.45, 29.9e9, 4 * gib, f"Essential PH-1, {sd835}, 4 GB"),
-        "samsung_a50": _arm(
-            "samsung-a50",
-            4,
-            2.3,
-            14.9e9,
-            4 * gib,
-            "Samsung Galaxy A50, Exynos 9610: 4 Cortex-A73 at 2.3 GHz, LPDDR4x-1866 (2x16 bit) 14.9 GB/s",
-        ),
-        "samsung_s7": _arm(
-            "samsung-s7",
-            4,
-            2.3,
-            28.7e9,
-            4 * gib,
-            "Samsung Galaxy S7, Exynos 8890: 4 Mongoose M1 at 2.3 GHz, LPDDR4-1794 (2x32 bit) 28.7 GB/s",
-        ),
-        "pixel3": _arm(
-            "pixel3",
-            4,
-            2.5,
-            29.9e9,
-            4 * gib,
-            "Google Pixel 3, Snapdragon 845: 4 Kryo 385 Gold at 2.5 GHz, LPDDR4x-1866 (4x16 bit) 29.9 GB/s",
-        ),
-        "raspi4": _arm(
-            "raspi4",
-            4,
-            1.5,
-            12.8e9,
-            4 * gib,
-            "Raspberry Pi 4 Model B, BCM2711: 4 Cortex-A72 at 1.5 GHz, LPDDR4-3200 (32 bit) 12.8 GB/s",
-        ),
-    }
     jobs = [(g, b, f"help_{g}_{b}_latency_ms", get_device(g)) for g in GPUS for b in (1, 32, 256)]
     jobs += [(c, 1, f"help_{c}_latency_ms", get_device(dev)) for c, dev in CPUS.items()]
-    for label, profile in arm.items():
-        column = (
-            f"hwnasbench_cifar10_{label}_latency_ms"
-            if label in ("pixel3", "raspi4")
-            else f"help_{label}_latency_ms"
-        )
-        jobs.append((label, 1, column, profile))
+    for label, device in MOBILE.items():
+        hw = label in ("pixel3", "raspi4")
+        column = f"hwnasbench_cifar10_{label}_latency_ms" if hw else f"help_{label}_latency_ms"
+        jobs.append((label, 1, column, get_device(device)))
     return jobs
 
 
@@ -302,13 +251,15 @@ def predictor(net: Any, profile: DeviceProfile, cols: dict[str, np.ndarray]) -> 
 
     def predict(p: DeviceProfile) -> np.ndarray:
         values = {"launch_overhead_s": p.launch_overhead_s, "memory": p.efficiency["memory"]}
+        if lat.parallel:
+            values["parallel_overhead_s"] = p.parallel_overhead_s
         values.update({c: class_efficiency(p, c) for c in lat.classes})
         return np.asarray(fn({**cols, **lat.parameter_env(values)})[0], dtype=float)
 
     return predict
 
 
-def nb201_part(data: Path, draws: int) -> str:
+def nb201_part(data: Path, draws: int, columns: Sequence[str] = ()) -> str:
     import csv
 
     from scipy.stats import spearmanr
@@ -340,7 +291,10 @@ def nb201_part(data: Path, draws: int) -> str:
     ours: dict[
         str, tuple[float, float]
     ] = {}  # column -> (worst fitted rho, worst FLOPs rho), HELP's test set
-    for label, batch, column, profile in nb201_devices():
+    jobs = [j for j in nb201_devices() if not columns or any(c in j[2] for c in columns)]
+    if not jobs:
+        raise SystemExit(f"--columns {','.join(columns)}: no device column matches")
+    for label, batch, column, profile in jobs:
         y = np.array([float(row[column]) for row in table]) / 1e3
         if batch not in nets:
             net = model.build(batch_size=batch)(space.vars)
@@ -354,7 +308,7 @@ def nb201_part(data: Path, draws: int) -> str:
             samples = [((net, {e: int(cols[e][i]) for e in model.EDGES}), float(y[i])) for i in cal]
             start = time.perf_counter()
             fitted = fit_device(profile, samples)
-            fit_times.append(time.perf_counter() - start)
+            fit_times.append((time.perf_counter() - start, label, batch))
             chosen = re.search(r"prior weight ([^,)]+)", fitted.sources["efficiency"])
             assert chosen, fitted.sources["efficiency"]
             weights.append(chosen[1])
@@ -385,7 +339,9 @@ def nb201_part(data: Path, draws: int) -> str:
     header += ["ρ > FLOPs ρ, every draw", "full space ρ", "τ", "MAPE", "FLOPs τ", "zero-shot ρ"]
     help_rows = []
     for device, (h, hf, column) in HELP_TABLE3.items():
-        if column:
+        if column and column not in ours:
+            help_rows.append([device, f"{h:.3f}", f"{hf:.3f}", f"`{column}` (not run)", "", "", ""])
+        elif column:
             got, flops_got = ours[column]
             help_rows.append(
                 [device, f"{h:.3f}", f"{hf:.3f}", f"`{column}`", f"{got:.3f}", f"{flops_got:.3f}"]
@@ -393,7 +349,8 @@ def nb201_part(data: Path, draws: int) -> str:
             help_rows[-1].append("yes" if got >= h else "no")
         else:
             help_rows.append([device, f"{h:.3f}", f"{hf:.3f}", "no column", "", "", ""])
-    t = np.array(fit_times)
+    t = np.array([f[0] for f in fit_times])
+    slowest = fit_times[int(np.argmax(t))]
     counts = ", ".join(f"{w} ×{weights.count(w)}" for w in sorted(set(weights), key=float))
     return "\n".join(
         [
@@ -406,8 +363,8 @@ def nb201_part(data: Path, draws: int) -> str:
             f"{N_CAL} (its ρ is FLOPs' own unless the slope is negative). Spearman ρ and Kendall τ on HELP's "
             f"test set; full space = the {len(table) - N_CAL} architectures outside the draw (medians over "
             "draws). Zero-shot = the spec-sheet profile unfitted. Measured data: HELP / HW-NAS-Bench "
-            "(`nb201_latency.csv`, CIFAR-10 input); phones and the Raspberry Pi have no catalog entry: "
-            "spec-sheet profiles in `nb201_devices()`. HW-NAS-Bench's pixel3/raspi4 columns list ~0.01 ms "
+            "(`nb201_latency.csv`, CIFAR-10 input); phones and the Raspberry Pi are catalog devices of kind "
+            "`mobile_cpu`. HW-NAS-Bench's pixel3/raspi4 columns list ~0.01 ms "
             "for the architectures whose cell has no path from input to output (the exported graphs drop "
             "the dead ops, the model charges them): they dominate those columns' full-space MAPE; HELP's "
             "trimmed test set excludes them.",
@@ -424,7 +381,8 @@ def nb201_part(data: Path, draws: int) -> str:
             ),
             "",
             f"`fit_device` time per fit: median {np.median(t):.2f} s, max {t.max():.2f} s "
-            f"({len(t)} fits). Prior weights chosen by cross-validation: {counts}.",
+            f"({slowest[1]} batch {slowest[2]}; {len(t)} fits, load average {os.getloadavg()[0]:.1f} on "
+            f"{os.cpu_count()} CPUs). Prior weights chosen by cross-validation: {counts}.",
         ]
     )
 
@@ -436,6 +394,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--skip-cpu", action="store_true")
     ap.add_argument("--skip-nb201", action="store_true")
     ap.add_argument("--draws", type=int, default=10, help="calibration draws per NAS-Bench-201 device")
+    ap.add_argument(
+        "--columns",
+        default="",
+        help="comma-separated substrings: only the NAS-Bench-201 columns containing one (e.g. pixel2,raspi4)",
+    )
     add_write_options(ap)
     return ap
 
@@ -443,14 +406,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = build_parser()
     args = ap.parse_args(argv)
-    write = writes_readme(ap, args) and not (args.skip_cpu or args.skip_nb201)  # a section needs both parts
+    columns = tuple(c for c in args.columns.split(",") if c)
+    # a README section needs both parts and every column
+    write = writes_readme(ap, args) and not (args.skip_cpu or args.skip_nb201 or columns)
     parts = [
         "## Latency model accuracy",
         "",
         "`python -m benchmarks.latency_accuracy" + (" --quick`" if args.quick else "`"),
     ]
     if not args.skip_nb201:
-        parts += ["", nb201_part(args.data, args.draws)]
+        parts += ["", nb201_part(args.data, args.draws, columns)]
     if not args.skip_cpu:
         parts += ["", cpu_part(args.quick)]
     body = "\n".join(parts)

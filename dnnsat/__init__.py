@@ -3,12 +3,24 @@
 Public API: spaces (:class:`Space`, :class:`Int`, :class:`Float`, :class:`Categorical`), symbolic
 expressions (:mod:`dnnsat.expr`), :class:`Problem` and its results, symbolic networks
 (:class:`Network`), budgets and device profiles (:class:`Budget`, :func:`get_device`), and ready
-problems in :mod:`dnnsat.zoo`. Adapters live in ``dnnsat.integrations.optuna`` and
+problems in :mod:`dnnsat.zoo`; :func:`from_torch` (your own PyTorch builder as a model; imports torch
+on first use). Adapters live in ``dnnsat.integrations.optuna`` and
 ``dnnsat.integrations.nni``.
 """
 
+from typing import Any
+
 from . import expr, zoo
-from .cost import Budget, DeviceProfile, UnknownDeviceError, fit_device, get_device, list_devices
+from .cost import (
+    AllocatorConfig,
+    Budget,
+    DeviceProfile,
+    GpuMemory,
+    UnknownDeviceError,
+    fit_device,
+    get_device,
+    list_devices,
+)
 from .expr import Const, Expr, Var, ceildiv, maximum, minimum, sum_, where
 from .graph import GraphError, Network, Tensor
 from .problem import (
@@ -26,6 +38,7 @@ from .space import Categorical, Float, Int, Param, Space, SpaceError
 from .units import UnitError, format_quantity, parse_quantity
 
 __all__ = [
+    "AllocatorConfig",
     "Budget",
     "Categorical",
     "Const",
@@ -35,6 +48,7 @@ __all__ = [
     "Explanation",
     "Expr",
     "Float",
+    "GpuMemory",
     "GraphError",
     "InfeasibleSpaceError",
     "Int",
@@ -55,6 +69,7 @@ __all__ = [
     "expr",
     "fit_device",
     "format_quantity",
+    "from_torch",
     "get_device",
     "list_devices",
     "maximum",
@@ -65,3 +80,12 @@ __all__ = [
     "zoo",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``ds.from_torch`` without importing torch when dnnsat is imported."""
+    if name == "from_torch":
+        from .torch import from_torch
+
+        return from_torch
+    raise AttributeError(f"module 'dnnsat' has no attribute {name!r}")

@@ -30,7 +30,8 @@ from dnnsat.graph import Network
 
 REQUIRED = [
     "1080ti", "titanx", "titanxp", "v100", "t4", "a10", "a100-40gb", "a100-80gb", "l4", "l40s", "h100",
-    "h200", "rtx3090", "rtx4090", "cpu", "xeon-gold-6226", "xeon-silver-4114",
+    "h200", "rtx3090", "rtx4090", "cpu", "xeon-gold-6226", "xeon-silver-4114", "pixel2", "pixel3",
+    "essential-ph-1", "samsung-a50", "samsung-s7", "raspi4", "eyeriss", "zc706",
 ]  # fmt: skip
 
 
@@ -75,7 +76,7 @@ def test_json_round_trip_and_bad_files(tmp_path) -> None:  # type: ignore[no-unt
     bad.write_text(json.dumps({**p.to_dict(), "speed": 3}))
     with pytest.raises(ValueError, match="unknown fields \\['speed'\\]"):
         get_device(str(bad))
-    with pytest.raises(ValueError, match="kind must be 'gpu' or 'cpu'"):
+    with pytest.raises(ValueError, match="kind must be one of 'gpu', 'cpu', 'mobile_cpu', 'accelerator'"):
         p.replace(kind="tpu")
 
 
@@ -220,7 +221,9 @@ def test_cpu_profiles_carry_an_isa_and_the_generic_one_is_this_machines() -> Non
     assert bare.replace(channel_block=8).cpu_backend().isa == "avx2"
     assert bare.replace(channel_block=16).cpu_backend().isa == "avx512_core"
     assert DeviceProfile.from_json(gold.to_json()) == gold
-    with pytest.raises(ValueError, match="isa must be empty for a GPU and one of sse41"):
+    with pytest.raises(
+        ValueError, match="isa must be empty for a GPU, mobile CPU or accelerator and one of sse41"
+    ):
         get_device("cpu").replace(isa="avx3")
     with pytest.raises(ValueError, match="isa must be empty for a GPU"):
         get_device("t4").replace(isa="avx2")

@@ -108,8 +108,55 @@ def seq_build(v):
     return net.output(net.linear(net.flatten(y), 2))
 
 
+NEW_SPACE = ds.Space(
+    {
+        "b": ds.Categorical([1, 2]),
+        "s": ds.Int(1, 5),
+        "h": ds.Categorical([1, 2, 4]),
+        "kv": ds.Categorical([1, 2]),
+        "e": ds.Categorical([2, 3]),
+        "i": ds.Int(-2, 6),
+        "n": ds.Int(1, 4),
+        "size": ds.Int(1, 5),
+        "up": ds.Int(1, 3),
+        "mode": ds.Categorical(["nearest", "bilinear"]),
+    }
+)
+
+
+def new_build(v):
+    """Ops added for from_torch: a CLS token (expand, concat, select), RMSNorm, LeakyReLU/ELU/Mish,
+    SDPA with its own head width and GQA, chunk/narrow, upsample, a head tied to the embedding, sub,
+    shift (a tensor and a number), sum, pooling with ceil_mode."""
+    net = Network("new")
+    ids = net.input((v.b, v.s), dtype="int64")
+    x = net.embedding(ids, 7, 4 * v.e, name="emb")
+    x = net.concat([net.expand(net.parameter((1, 1, 4 * v.e)), (v.b, -1, -1)), x], dim=1)
+    x = net.mish(net.rmsnorm(x))
+
+    def heads(t, n):
+        return net.transpose(net.reshape(net.linear(t, n * v.e), (v.b, v.s + 1, n, v.e)), 1, 2)
+
+    y = net.sdpa(heads(x, v.h), heads(x, v.kv), heads(x, v.kv), causal=True, gqa=True)
+    y = net.reshape(net.transpose(y, 1, 2), (v.b, v.s + 1, v.h * v.e))
+    a, c = net.chunk(y, 2, dim=2)
+    a = net.leaky_relu(net.narrow(a, 1, v.i, v.n))
+    img = net.upsample(net.reshape(net.elu(c), (v.b, 1, v.s + 1, -1)), scale_factor=v.up, mode="bilinear")
+    img = net.choose(
+        v.mode,
+        {m: (lambda t, m=m: net.upsample(t, size=(v.size, 3), mode=m)) for m in ("nearest", "bilinear")},
+        img,
+    )
+    img = net.maxpool2d(img, v.up, stride=2, ceil_mode=True)
+    head = net.linear(net.select_index(x, 1, v.i), 7, bias=False, tied="emb")
+    out = net.sub(net.shift(head, 1.5, negate=True), net.sum(net.flatten(img, 1), 1))
+    return net.output(net.shift(out, -0.5), net.mean(a, 1))
+
+
 @pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")
-@pytest.mark.parametrize("space,build,n", [(CONV_SPACE, conv_build, 260), (SEQ_SPACE, seq_build, 160)])
+@pytest.mark.parametrize(
+    "space,build,n", [(CONV_SPACE, conv_build, 260), (SEQ_SPACE, seq_build, 160), (NEW_SPACE, new_build, 160)]
+)
 def test_catalog_matches_pytorch(space, build, n):
     """Params and FLOPs exact, validity verdict == 'the meta forward raises' (precision and recall 100%)."""
     net = build(space.vars)

@@ -67,3 +67,22 @@ def test_fixed_prior_weight_still_accepted() -> None:
     assert min(PRIOR_GRID) < 0.05 < max(PRIOR_GRID)
     with pytest.raises(ValueError, match="number or 'cv'"):
         fit_device(BASE, samples, prior_weight="loo")
+
+
+def test_batched_jacobian_equals_one_point_at_a_time() -> None:
+    """fit_device evaluates the Jacobian's p + 1 points in one vectorised call: same numbers as p calls."""
+    from dnnsat.cost._devices import _jacobian
+
+    a = np.array([[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]])
+
+    def residuals(theta: np.ndarray) -> np.ndarray:  # (p,) -> (2,), (k, p) -> (k, 2)
+        return np.exp(theta @ a.T) - 1.0
+
+    theta = np.array([0.1, -0.2, 0.3])
+    jac = _jacobian(residuals, theta, residuals(theta))
+    one_by_one = np.stack(
+        [(residuals(theta + 1e-6 * e) - residuals(theta)) / 1e-6 for e in np.eye(3)], axis=1
+    )
+    assert jac.shape == (2, 3)
+    np.testing.assert_allclose(jac, one_by_one, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(jac, np.exp(theta @ a.T)[:, None] * a, rtol=1e-5)  # the analytic Jacobian

@@ -68,8 +68,14 @@ def _latency(net: Network, budget: Budget) -> dict[str, Expr]:
 
 
 def build_network(model: Any, space: Any) -> Network:
-    """Call ``model(space.vars)`` (or take a ready Network) and check its result."""
-    net = model if isinstance(model, Network) else model(space.vars)
+    """Call ``model(space.vars)`` (``model.network(space)`` for a model that traces over the space's
+    domains, e.g. :func:`dnnsat.torch.from_torch`), or take a ready Network, and check the result."""
+    if isinstance(model, Network):
+        net = model
+    elif callable(getattr(model, "network", None)):
+        net = model.network(space)
+    else:
+        net = model(space.vars)
     if not isinstance(net, Network):
         raise TypeError(
             f"model must return a dnnsat Network (end the build function with `return net.output(x)`), "

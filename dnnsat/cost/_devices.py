@@ -28,6 +28,7 @@ import numpy as np
 
 __all__ = [
     "CATALOG_PATH",
+    "KINDS",
     "CPU_ISAS",
     "CpuBackend",
     "DeviceProfile",
@@ -50,6 +51,10 @@ NUMBERS = (
     "cublas_workspace_bytes",
     "efficiency",
 )
+# device kinds (see DeviceProfile): how the latency model schedules and costs ops
+KINDS = ("gpu", "cpu", "mobile_cpu", "accelerator")
+# accelerator-only fields: the PE array's mapping dimensions and the on-chip buffer (bytes)
+ACCELERATOR_NUMBERS = ("array_rows", "array_cols", "buffer_bytes")
 # GPU software stacks whose handles and loaded kernels take device memory outside PyTorch's allocator
 LIBRARIES = ("cublas", "cudnn", "attention")
 
@@ -230,8 +235,19 @@ class DeviceProfile:
     on a CPU, e.g. 16 fp32 lanes with AVX-512); the latency model pads their work to whole blocks.
     ``cache_bytes``/``cache_bandwidth``: an op whose bytes moved fit in this cache runs at the cache's
     bandwidth instead of ``memory_bandwidth`` (0: not modelled).
-    ``kind`` is ``"gpu"`` (kernels run asynchronously to the host's dispatch: the latency model overlaps
-    launch overhead with kernel time) or ``"cpu"`` (dispatch and kernels run one after the other).
+    ``kind`` (:data:`KINDS`) is ``"gpu"`` (kernels run asynchronously to the host's dispatch: the latency
+    model overlaps launch overhead with kernel time), ``"cpu"`` (a desktop/server CPU running PyTorch eager:
+    dispatch and kernels run one after the other), ``"mobile_cpu"`` (a phone or board CPU running a
+    deployment runtime such as TFLite/XNNPACK: ops run one after the other, each with the runtime's
+    per-op overhead ``launch_overhead_s``; eval-mode batch norms are folded into the preceding
+    convolution; ``channel_block`` is the NEON width, ``cache_bytes``/``cache_bandwidth`` its L2) or
+    ``"accelerator"`` (a systolic-array ASIC or FPGA design: layers run one after the other on a PE array
+    of ``array_rows`` x ``array_cols`` multiply-accumulate units with an on-chip buffer of
+    ``buffer_bytes``; see :mod:`dnnsat.cost._latency` for the mapping and DRAM-traffic rules).
+    ``array_rows``/``array_cols``/``buffer_bytes`` are required for an accelerator and 0 otherwise.
+    ``parallel_overhead_s`` (CPUs, mobile CPUs; seconds): the extra fixed cost of each GEMM-like op
+    (convolution, matmul), which the runtime splits across the cores through a thread pool (wake-up,
+    work distribution, barrier); 0: not modelled (nor fitted).
     ``isa`` (CPU): the oneDNN ISA its kernels use (:data:`CPU_ISAS`), which sets the memory model's
     convolution buffers; ``""``: derived from ``channel_block`` (16: ``avx512_core``, else ``avx2``).
     In the catalog, ``isa: local`` means this machine's, detected at run time with ``channel_block``.
@@ -257,14 +273,41 @@ class DeviceProfile:
     isa: str = ""
     cache_bytes: int = 0
     cache_bandwidth: float = 0.0
+    parallel_overhead_s: float = 0.0
+    array_rows: int = 0
+    array_cols: int = 0
+    buffer_bytes: int = 0
     efficiency: Mapping[str, float] = field(default_factory=lambda: {"compute": 0.5, "memory": 0.7})
     sources: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in ("gpu", "cpu"):
-            raise ValueError(f"device {self.name!r}: kind must be 'gpu' or 'cpu', got {self.kind!r}")
+        if self.kind not in KINDS:
+            raise ValueError(
+                f"device {self.name!r}: kind must be one of {', '.join(map(repr, KINDS))}, got {self.kind!r}"
+            )
+        accel = {k: getattr(self, k) for k in ACCELERATOR_NUMBERS}
+        if self.kind == "accelerator":
+            for key, value in accel.items():
+                if not (isinstance(value, int) and value >= 1):
+                    raise ValueError(
+                        f"device {self.name!r}: an accelerator needs {key!r} >= 1 (array_rows/array_cols: "
+                        "the PE array's mapping dimensions, buffer_bytes: its on-chip buffer in bytes), "
+                        f"got {value!r}"
+                    )
+        if not self.parallel_overhead_s >= 0 or (
+            self.parallel_overhead_s and self.kind not in ("cpu", "mobile_cpu")
+        ):
+            raise ValueError(
+                f"device {self.name!r}: parallel_overhead_s must be >= 0 seconds and only applies to kinds "
+                f"'cpu' and 'mobile_cpu' (this one is {self.kind!r}), got {self.parallel_overhead_s!r}"
+            )
+        if self.kind != "accelerator" and any(accel.values()):
+            raise ValueError(
+                f"device {self.name!r}: {', '.join(k for k, v in accel.items() if v)} only apply to "
+                f"kind 'accelerator' (this one is {self.kind!r}); remove them or set kind: accelerator"
+            )
         if "fp32" not in self.peak_flops:
             raise ValueError(f"device {self.name!r}: peak_flops needs an 'fp32' entry (FLOP/s)")
         for key in ("compute", "memory"):
@@ -284,12 +327,18 @@ class DeviceProfile:
             )
         if self.isa and (self.kind != "cpu" or self.isa not in _ISA_FLAGS):
             raise ValueError(
-                f"device {self.name!r}: isa must be empty for a GPU and one of {', '.join(CPU_ISAS)} "
-                f"for a CPU, got {self.isa!r}"
+                f"device {self.name!r}: isa must be empty for a GPU, mobile CPU or accelerator and one of "
+                f"{', '.join(CPU_ISAS)} for a CPU, got {self.isa!r}"
             )
 
     def cpu_backend(self) -> CpuBackend:
-        """The :class:`CpuBackend` of a CPU profile (``isa``, else derived from ``channel_block``)."""
+        """The :class:`CpuBackend` of a CPU profile (``isa``, else derived from ``channel_block``).
+
+        A mobile CPU or an accelerator (whose host memory is modelled like a CPU's) has no oneDNN x86-64
+        kernels: ``isa`` ``""`` (buffers modelled like AVX2's, unvalidated)."""
+        if self.kind in ("mobile_cpu", "accelerator"):
+            note = f"device profile {self.name!r} ({self.kind}: no oneDNN x86-64 kernels)"
+            return CpuBackend("", source=note)
         if self.kind != "cpu":
             raise ValueError(f"device {self.name!r} is a {self.kind}, not a CPU")
         isa = self.isa or ("avx512_core" if self.channel_block >= 16 else "avx2")
@@ -328,7 +377,11 @@ class DeviceProfile:
         missing = {"name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "launch_overhead_s"}
         missing -= set(data)
         if missing:
-            raise ValueError(f"device profile: missing fields {sorted(missing)}")
+            raise ValueError(
+                f"device profile: missing fields {sorted(missing)} (add them; units: peak_flops FLOP/s "
+                "per dtype with an 'fp32' entry, memory_bandwidth bytes/s, memory_bytes bytes, "
+                "launch_overhead_s seconds)"
+            )
         d = dict(data)
         d["peak_flops"] = {k: float(v) for k, v in d["peak_flops"].items()}
         d["memory_bandwidth"] = float(d["memory_bandwidth"])
@@ -341,6 +394,9 @@ class DeviceProfile:
         d["isa"] = str(d.get("isa", ""))
         d["cache_bytes"] = int(d.get("cache_bytes", 0))
         d["cache_bandwidth"] = float(d.get("cache_bandwidth", 0.0))
+        for key in ACCELERATOR_NUMBERS:
+            d[key] = int(d.get(key, 0))
+        d["parallel_overhead_s"] = float(d.get("parallel_overhead_s", 0.0))
         if "efficiency" in d:
             d["efficiency"] = {k: float(v) for k, v in d["efficiency"].items()}
         d["aliases"] = tuple(d.get("aliases", ()))
@@ -444,8 +500,9 @@ def fit_device(
     with a model (encoded with the problem's space). Seconds are the measured inference latency
     of the batch as built (the model's ``latency`` cost); ``budget`` sets the dtype.
 
-    Fitted parameters: ``launch_overhead_s``, the ``memory`` efficiency and one compute efficiency per op
-    class present in the samples (``conv``, ``matmul``, ``elementwise``, ...). The fit minimises the
+    Fitted parameters: ``launch_overhead_s`` (and ``parallel_overhead_s`` where the profile has one), the
+    ``memory`` efficiency and one compute efficiency per op class present in the samples (``conv``,
+    ``matmul``, ``elementwise``, ...). The fit minimises the
     squared log error of the predictions (a ratio error: small and large networks weigh alike) plus
     ``prior_weight`` times the squared log distance of each parameter from the starting profile - a
     log-normal prior that keeps parameters the samples cannot identify where they were. It is a
@@ -485,9 +542,11 @@ def fit_device(
         groups[id(net)][2].append(float(seconds))
     models = [latency_model(net, budget, base) for net, _, _ in groups.values()]
     classes = sorted({c for m in models for c in m.classes})
-    names = ["launch_overhead_s", "memory", *classes]
+    overheads = ["launch_overhead_s"] + (["parallel_overhead_s"] if base.parallel_overhead_s > 0 else [])
+    names = [*overheads, "memory", *classes]
     start = np.log(
-        [base.launch_overhead_s or 1e-6, base.efficiency["memory"]]
+        [base.launch_overhead_s or 1e-6, *([base.parallel_overhead_s] if len(overheads) > 1 else [])]
+        + [base.efficiency["memory"]]
         + [class_efficiency(base, c) for c in classes]
     )
     fns = [compile_vectorized([m.expr]) for m in models]
@@ -495,23 +554,31 @@ def fit_device(
     measured = np.log(np.concatenate([np.asarray(ys) for _, _, ys in groups.values()]))
 
     def predict(theta: np.ndarray) -> np.ndarray:
-        values = dict(zip(names, np.exp(np.clip(theta, -60.0, 60.0))))
+        """Log latencies of the samples under log-parameters ``theta``: shape (n,) for a vector, (k, n)
+        for k parameter vectors (rows), evaluated in one vectorised call (the Jacobian's k + 1 points)."""
+        thetas = np.atleast_2d(theta)
+        k = len(thetas)
+        params = np.exp(np.clip(thetas, -60.0, 60.0))
         out = []
         for m, fn, cols, (_, envs, _) in zip(models, fns, columns, groups.values()):
-            env = {**cols, **m.parameter_env(values)}
-            out.append(np.broadcast_to(np.asarray(fn(env)[0], dtype=float), (len(envs),)))
-        return np.log(np.concatenate(out))
+            n = len(envs)
+            values = {name: np.repeat(params[:, j], n) for j, name in enumerate(names)}
+            env = {**{c: np.tile(v, k) for c, v in cols.items()}, **m.parameter_env(values)}
+            out.append(np.broadcast_to(np.asarray(fn(env)[0], dtype=float), (k * n,)).reshape(k, n))
+        logs = np.log(np.concatenate(out, axis=1))
+        return logs if np.ndim(theta) == 2 else logs[0]
 
     # max() in the roofline has no gradient in its inactive branch: also start from 30x lower compute
     # efficiencies (compute-bound everywhere) and keep the better fit
     low = start.copy()
-    low[2:] -= math.log(30.0)
+    low[len(overheads) + 1 :] -= math.log(30.0)
 
     def fit(weight: float, starts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """Fits from each start, the best of them and its leave-one-out residuals."""
 
         def residuals(theta: np.ndarray) -> np.ndarray:
-            return np.concatenate([predict(theta) - measured, math.sqrt(weight) * (theta - start)])
+            prior = math.sqrt(weight) * (theta - start)
+            return np.concatenate([predict(theta) - measured, prior], axis=-1)
 
         fits = [_levenberg_marquardt(residuals, s) for s in starts]
         best = min(fits, key=lambda t: float(np.sum(residuals(t) ** 2)))
@@ -542,8 +609,10 @@ def fit_device(
     return base.replace(
         name=name or f"{base.name}-fitted",
         launch_overhead_s=float(fitted["launch_overhead_s"]),
+        parallel_overhead_s=float(fitted.get("parallel_overhead_s", 0.0)),
         efficiency=efficiency,
-        sources={**base.sources, "launch_overhead_s": note, "efficiency": note},
+        sources={**base.sources, "launch_overhead_s": note, "efficiency": note}
+        | ({"parallel_overhead_s": note} if len(overheads) > 1 else {}),
         aliases=(),
     )
 
@@ -557,9 +626,10 @@ def _encode(space: Any, config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _jacobian(residuals: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Forward-difference Jacobian of ``residuals`` at ``theta`` (``r = residuals(theta)``)."""
+    """Forward-difference Jacobian of ``residuals`` at ``theta`` (``r = residuals(theta)``); ``residuals``
+    maps a (k, p) array of parameter rows to (k, m) residual rows in one call."""
     step = 1e-6
-    return np.stack([(residuals(theta + step * e) - r) / step for e in np.eye(len(theta))], axis=1)
+    return np.asarray((residuals(theta + step * np.eye(len(theta))) - r) / step).T
 
 
 def _loo_residuals(residuals: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, n: int) -> np.ndarray:

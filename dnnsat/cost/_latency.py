@@ -19,6 +19,25 @@ host-side dispatch.
 
 * CPU (``kind == "cpu"``): dispatch and kernels run one after the other:
   ``latency = sum(t_op + launches * launch_overhead_s)``.
+* Mobile CPU (``kind == "mobile_cpu"``: phones, Raspberry Pi, running a deployment runtime such as
+  TFLite/XNNPACK): summed like a CPU, ``launch_overhead_s`` being the runtime's per-op overhead, plus
+  ``parallel_overhead_s`` per GEMM-like op (convolutions, matmuls), which the runtime spreads over the
+  cores through a thread pool (wake-up, barrier); CPUs may set it too (0: none). 1x1 and k x k
+  convolutions share the class ``conv`` (XNNPACK/Ruy run both through the same GEMM micro-kernels, where
+  PyTorch's CPU path differs). Batch norms run as their own op (runtimes fed through ONNX keep them; a
+  converter that folds them is not modelled).
+  ``channel_block`` is the NEON width (4 fp32 lanes), ``cache_bytes``/``cache_bandwidth`` the L2.
+* Accelerator (``kind == "accelerator"``: systolic-array ASICs such as Eyeriss, FPGA designs): layers run
+  one after the other (summed like a CPU, ``launch_overhead_s`` per layer for configuration), on a PE
+  array of ``array_rows`` x ``array_cols`` MAC units (``peak`` = PEs x clock x 2 FLOPs). The dataflow maps
+  input channels (features) onto rows and output channels onto columns, so GEMM-like work is padded to
+  whole rows and columns (utilisation ``c_in / (ceil(c_in / rows) * rows)`` x the same for ``c_out``);
+  a depthwise convolution uses one row per column. Batch norms after a convolution are folded and
+  activation functions are applied on the fly as data leaves the array (no op, no DRAM pass). DRAM
+  traffic of a layer with weights: its weights once, its output once, and its input once per weight tile
+  that fits half the on-chip buffer: ``in * ceil(weights / (buffer_bytes / 2)) + weights + out`` bytes,
+  moved at ``memory_bandwidth``; other ops move their input and output once. 1x1 convolutions are class
+  ``conv`` (the same array and dataflow).
 * GPU: kernels run asynchronously to the host, which dispatches op ``i`` at
   ``issue_i = issue_{i-1} + launches_i * launch_overhead_s``; the kernel starts when issued and when
   the previous kernel ends: ``end_i = max(issue_i, end_{i-1}) + t_op``, and ``latency = end_last``
@@ -74,13 +93,18 @@ OP_TABLE: dict[str, tuple[str, Launches]] = {
     "parameter": ("view", 0),  # returns the weight tensor
     "flatten": ("view", 0),
     "reshape": ("view", 0),
+    "expand": ("view", 0),
+    "select_index": ("view", 0),  # x[:, i]
+    "narrow": ("view", 0),  # a piece of chunk / split
     "conv1d": ("conv", 1),  # split into "grouped_conv" when groups > 1 (depthwise)
     "conv2d": ("conv", 1),
     "conv_transpose2d": ("conv", 1),
+    "conv3d": ("conv", 1),
     "linear": ("matmul", 1),  # addmm / matmul with fused bias
     "matmul": ("matmul", 1),
     "bmm": ("matmul", 1),
     "attention": ("matmul", 6),  # q, k, v, out projections, fused SDPA, output reshape copy
+    "sdpa": ("attention", 1),  # F.scaled_dot_product_attention alone
     "lstm": ("recurrent", _rnn_launches),
     "gru": ("recurrent", _rnn_launches),
     "embedding": ("copy", 1),
@@ -89,6 +113,8 @@ OP_TABLE: dict[str, tuple[str, Launches]] = {
     "batchnorm": ("norm", 1),
     "layernorm": ("norm", 1),
     "groupnorm": ("norm", 1),
+    "rmsnorm": ("norm", 1),
+    "upsample": ("copy", 1),
     "softmax": ("elementwise", 1),
     "dropout": ("elementwise", 0),  # identity in eval mode (1 kernel when training)
     "add": ("elementwise", 1),
@@ -156,8 +182,44 @@ def _pad(c: Expr, block: int) -> Expr:
     return where(c >= 1, (ceildiv(c, block) * block) / c, 1.0)
 
 
-def _forward_terms(net: Network, act: int, par: int, train: bool, block: int = 1) -> list[_Term]:
-    """Kernel groups of the forward pass in execution order (``block``: the device's channel block)."""
+@dataclass(frozen=True)
+class _Mapping:
+    """How a device runs GEMM-like ops and which ops its runtime removes (from a :class:`DeviceProfile`).
+
+    ``rows``/``cols``: blocks the reduction (input channels) and output dimensions are padded to;
+    ``depthwise_rows``: a depthwise convolution occupies one of ``rows`` (accelerators); ``fold_norm``:
+    eval-mode batch norms after a convolution cost nothing; ``fuse_act``: activation functions cost
+    nothing; ``buffer``: on-chip buffer bytes for the DRAM-traffic rule (0: not modelled);
+    ``one_gemm``: 1x1 convolutions run the same GEMM kernels as k x k ones (class ``conv``, no
+    ``pointwise`` class of their own).
+    """
+
+    rows: int = 1
+    cols: int = 1
+    depthwise_rows: bool = False
+    fold_norm: bool = False
+    fuse_act: bool = False
+    buffer: int = 0
+    one_gemm: bool = False
+
+    @staticmethod
+    def of(profile: DeviceProfile) -> _Mapping:
+        if profile.kind == "accelerator":
+            rows, cols = profile.array_rows, profile.array_cols
+            return _Mapping(rows, cols, True, True, True, profile.buffer_bytes, one_gemm=True)
+        block = profile.channel_block
+        return _Mapping(block, block, one_gemm=profile.kind == "mobile_cpu")
+
+
+ACTIVATIONS = frozenset({"relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6"})
+
+
+def _forward_terms(net: Network, act: int, par: int, train: bool, block: int | _Mapping = 1) -> list[_Term]:
+    """Kernel groups of the forward pass in execution order (``block``: the device's channel block, or
+    its :class:`_Mapping`)."""
+    mapping = block if isinstance(block, _Mapping) else _Mapping(block, block)
+    rows, cols = mapping.rows, mapping.cols
+    producer = {node.output: node for node in net.ops()}
     terms: list[_Term] = []
     for node in net.ops():
         assert node.info is not None
@@ -169,6 +231,12 @@ def _forward_terms(net: Network, act: int, par: int, train: bool, block: int = 1
             k = Const(1)
         elif node.op == "dropout":
             continue
+        if not train and mapping.fold_norm and node.op == "batchnorm":
+            src = producer.get(node.inputs[0])
+            if src is not None and src.op in ("conv1d", "conv2d", "conv3d", "conv_transpose2d"):
+                continue  # folded into the convolution's weights and bias
+        if not train and mapping.fuse_act and node.op in ACTIVATIONS:
+            continue  # applied on the fly as data leaves the PE array
         info = node.info
         work = info.flops if cls in MATMUL_LIKE else info.ops
         if info.io is not None:  # the catalog's own count (e.g. embedding lookups read rows, not the table)
@@ -176,37 +244,43 @@ def _forward_terms(net: Network, act: int, par: int, train: bool, block: int = 1
         else:
             acts = sum_(net.tensors[i].numel for i in node.inputs) + net.tensors[node.output].numel
             nbytes = act * acts + par * info.params
+            if mapping.buffer > 0 and cls in MATMUL_LIKE and not _zero(info.params):
+                # weights in tiles of half the buffer; the input is streamed once per tile
+                inputs = act * sum_(net.tensors[i].numel for i in node.inputs)
+                tiles = maximum(ceildiv(par * info.params, max(mapping.buffer // 2, 1)), 1)
+                nbytes = nbytes + inputs * (tiles - 1)
         shapes = [net.tensors[i].shape for i in node.inputs]
         if cls == "conv":
-            terms.extend(_conv_terms(node, shapes[0][1], work, nbytes, k, block))
+            terms.extend(_conv_terms(node, shapes[0][1], work, nbytes, k, mapping))
         elif node.op == "attention":
-            terms.extend(_attention_terms(node, shapes[0], work, nbytes, k, block, act))
+            terms.extend(_attention_terms(node, shapes[0], work, nbytes, k, mapping, act))
         elif cls == "matmul":  # linear, matmul, bmm: pad the reduction and output dimensions
             out = net.tensors[node.output].shape[-1]
-            terms.append(
-                _Term(node.gate, cls, work * _pad(shapes[0][-1], block) * _pad(out, block), nbytes, k)
-            )
+            terms.append(_Term(node.gate, cls, work * _pad(shapes[0][-1], rows) * _pad(out, cols), nbytes, k))
         else:
             terms.append(_Term(node.gate, cls, work, nbytes, k))
     return terms
 
 
-def _conv_terms(node: Node, cin: Expr, work: Expr, nbytes: Expr, k: Expr, block: int) -> list[_Term]:
+def _conv_terms(node: Node, cin: Expr, work: Expr, nbytes: Expr, k: Expr, mapping: _Mapping) -> list[_Term]:
     """A convolution as ``pointwise`` (1x1: a GEMM), ``conv`` (k x k) or ``grouped_conv`` (groups > 1).
 
-    Work is padded to whole channel blocks: input and output channels per group, or the channels
-    themselves for depthwise convolutions (one channel per group, vectorised across channels).
+    Work is padded to whole channel blocks (input channels to ``rows``, output channels to ``cols``):
+    input and output channels per group, or the channels themselves for depthwise convolutions (one
+    channel per group, vectorised across channels; on an accelerator each occupies one of ``rows``).
     """
+    rows, cols = mapping.rows, mapping.cols
     groups = as_expr(node.attrs.get("groups", 1))
     cout = as_expr(node.attrs["out_channels"])
     kernel = node.attrs.get("kernel_size", (Const(1),))
     one = all_(as_expr(d) == 1 for d in kernel)
-    dense = work * _pad(cin, block) * _pad(cout, block)
+    dense = work * _pad(cin, rows) * _pad(cout, cols)
     cin_g, cout_g = cin // groups, cout // groups
-    grouped = work * where(cin_g == 1, _pad(cout, block), _pad(cin_g, block) * _pad(cout_g, block))
+    depthwise = _pad(cout, cols) * (rows if mapping.depthwise_rows else 1)
+    grouped = work * where(cin_g == 1, depthwise, _pad(cin_g, rows) * _pad(cout_g, cols))
     out: list[_Term] = []
     for cond, cls, w in (
-        ((groups == 1) & one, "pointwise", dense),
+        ((groups == 1) & one, "conv" if mapping.one_gemm else "pointwise", dense),
         ((groups == 1) & ~one, "conv", dense),
         (groups != 1, "grouped_conv", grouped),
     ):
@@ -216,7 +290,7 @@ def _conv_terms(node: Node, cin: Expr, work: Expr, nbytes: Expr, k: Expr, block:
 
 
 def _attention_terms(
-    node: Node, x: tuple[Expr, ...], work: Expr, nbytes: Expr, k: Expr, block: int, act: int
+    node: Node, x: tuple[Expr, ...], work: Expr, nbytes: Expr, k: Expr, mapping: _Mapping, act: int
 ) -> list[_Term]:
     """Attention as its projections (``matmul``, the other kernels) and the fused SDPA (``attention``).
 
@@ -227,13 +301,16 @@ def _attention_terms(
     heads = as_expr(node.attrs["heads"])
     hd = d // heads
     sdpa = 4 * b * heads * s * s * hd
+    rows, cols = mapping.rows, mapping.cols
     return [
-        _Term(node.gate, "matmul", (work - sdpa) * _pad(d, block) * _pad(d, block), nbytes, k - 1),
-        _Term(node.gate, "attention", sdpa * _pad(hd, block), act * 4 * b * s * d, Const(1)),
+        _Term(node.gate, "matmul", (work - sdpa) * _pad(d, rows) * _pad(d, cols), nbytes, k - 1),
+        _Term(node.gate, "attention", sdpa * _pad(hd, rows), act * 4 * b * s * d, Const(1)),
     ]
 
 
-def _train_terms(net: Network, act: int, par: int, optimizer: str | None, block: int) -> list[_Term]:
+def _train_terms(
+    net: Network, act: int, par: int, optimizer: str | None, block: int | _Mapping
+) -> list[_Term]:
     fwd = _forward_terms(net, act, par, train=True, block=block)
     back = [
         _Term(
@@ -264,12 +341,15 @@ def _combine(terms: list[_Term], profile: DeviceProfile, dtype: str, p: Mapping[
         return where(nbytes <= profile.cache_bytes, profile.cache_bandwidth, profile.memory_bandwidth)
 
     launch = as_expr(p["launch_overhead_s"])
-    if profile.kind == "cpu":
+    parallel = as_expr(p.get("parallel_overhead_s", 0.0))
+    if profile.kind != "gpu":  # CPUs, mobile CPUs, accelerators: one op after the other
         parts = []
         for t in terms:
             compute = t.work / (peak * as_expr(p[t.cls])) if not _zero(t.work) else Const(0.0)
             memory = t.bytes / (bandwidth(t.bytes) * as_expr(p["memory"]))
             op_time = maximum(compute, memory) + launch * t.launches
+            if t.cls in MATMUL_LIKE and not _zero(parallel):
+                op_time = op_time + parallel
             parts.append(where(t.gate, op_time, 0.0))
         return _tree_sum(parts)
     issue: Expr = Const(0.0)
@@ -301,28 +381,38 @@ class LatencyModel:
     """The inference latency of a network with the profile's factors as variables (for fitting).
 
     ``expr`` (seconds) has the network's variables plus ``__launch_overhead_s``, ``__eff_memory`` and
-    ``__eff_<class>`` for each op class in ``classes``; :meth:`parameter_env` maps fitted values
+    ``__eff_<class>`` for each op class in ``classes`` (and ``__parallel_overhead_s`` when ``parallel``:
+    the profile models the thread-pool cost of GEMM-like ops); :meth:`parameter_env` maps fitted values
     (``{"launch_overhead_s": s, "memory": e, "conv": e, ...}``) to those variables.
     """
 
     expr: Expr
     classes: tuple[str, ...]
+    parallel: bool = False
 
     @staticmethod
-    def parameter_env(values: Mapping[str, float]) -> dict[str, float]:
-        return {("__" if k == "launch_overhead_s" else "__eff_") + k: float(v) for k, v in values.items()}
+    def parameter_env(values: Mapping[str, Any]) -> dict[str, Any]:
+        """Expression variables of fitted ``values`` (numbers, or arrays: one value per evaluated row)."""
+        seconds = ("launch_overhead_s", "parallel_overhead_s")
+        return {
+            ("__" if k in seconds else "__eff_") + k: (v if getattr(v, "ndim", 0) else float(v))
+            for k, v in values.items()
+        }
 
 
 def latency_model(net: Network, budget: Any, device: str | DeviceProfile) -> LatencyModel:
     """Inference latency of ``net``, launch overhead and efficiencies as variables (:class:`LatencyModel`)."""
     profile = get_device(device)
     act, par, dtype = _element_bytes(budget)
-    terms = _forward_terms(net, act, par, train=False, block=profile.channel_block)
+    terms = _forward_terms(net, act, par, train=False, block=_Mapping.of(profile))
     classes = tuple(sorted({t.cls for t in terms if not _zero(t.work)}))
     p: dict[str, ExprLike] = {c: Var(f"__eff_{c}", "real") for c in {t.cls for t in terms}}
     p["memory"] = Var("__eff_memory", "real")
     p["launch_overhead_s"] = Var("__launch_overhead_s", "real")
-    return LatencyModel(_combine(terms, profile, dtype, p), classes)
+    parallel = profile.parallel_overhead_s > 0
+    if parallel:
+        p["parallel_overhead_s"] = Var("__parallel_overhead_s", "real")
+    return LatencyModel(_combine(terms, profile, dtype, p), classes, parallel)
 
 
 def latency_expressions(
@@ -336,12 +426,13 @@ def latency_expressions(
     """
     profile = get_device(device if device is not None else DEFAULT_DEVICE)
     act, par, dtype = _element_bytes(budget)
-    fwd = _forward_terms(net, act, par, train=False, block=profile.channel_block)
-    train = _train_terms(net, act, par, getattr(budget, "optimizer", None), profile.channel_block)
+    fwd = _forward_terms(net, act, par, train=False, block=_Mapping.of(profile))
+    train = _train_terms(net, act, par, getattr(budget, "optimizer", None), _Mapping.of(profile))
     classes = {t.cls for t in fwd + train}
     p: dict[str, ExprLike] = {c: class_efficiency(profile, c) for c in classes}
     p["memory"] = profile.efficiency["memory"]
     p["launch_overhead_s"] = profile.launch_overhead_s
+    p["parallel_overhead_s"] = profile.parallel_overhead_s
     return {
         "latency": _combine(fwd, profile, dtype, p),
         "train_step_time": _combine(train, profile, dtype, p),

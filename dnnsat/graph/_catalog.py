@@ -42,7 +42,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..expr import Const, Expr, ExprLike, all_, as_expr, ceildiv, digest, maximum, minimum, sum_, where
+from ..expr import (
+    Const,
+    Expr,
+    ExprLike,
+    _digests,
+    all_,
+    as_expr,
+    ceildiv,
+    digest,
+    maximum,
+    minimum,
+    sum_,
+    where,
+)
 
 __all__ = [
     "Shape",
@@ -233,6 +246,12 @@ def _collect(e: Expr, coef: int, terms: dict[int, list[Any]], const: list[int]) 
         slot[1] += coef
 
 
+def _digest(e: Expr) -> str:
+    """:func:`~dnnsat.expr.digest`, without walking the DAG again when ``e``'s is known."""
+    known = _digests.get(id(e))
+    return known if known is not None else digest(e)
+
+
 def lin(x: ExprLike) -> Expr:
     """Canonical form of an integer sum: ``c + a*t1 + b*t2 ...`` with terms in a stable order.
 
@@ -246,7 +265,7 @@ def lin(x: ExprLike) -> Expr:
     const = [0]
     _collect(e, 1, terms, const)
     out: Expr | None = None
-    for t, c in sorted(terms.values(), key=lambda tc: digest(tc[0])):
+    for t, c in sorted(terms.values(), key=lambda tc: _digest(tc[0])):
         if c == 0:
             continue
         term = t if c == 1 else (-t if c == -1 else c * t)
@@ -425,7 +444,7 @@ def _conv_torch(nd: int) -> TorchFn:
 
         pads = () if isinstance(a.padding, str) else ("padding",)
         _device_checks(a, ("out_channels", "kernel_size", "stride", "dilation"), pads)
-        cls = {1: nn.Conv1d, 2: nn.Conv2d}[nd]
+        cls = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[nd]
         return cls(
             shapes[0][1],
             a.out_channels,
@@ -440,7 +459,7 @@ def _conv_torch(nd: int) -> TorchFn:
     return build
 
 
-for _nd in (1, 2):
+for _nd in (1, 2, 3):  # conv3d: no CPU working sets in the memory model yet (an underestimate)
     op(f"conv{_nd}d", autocast=LOWER)(_conv_infer(_nd)).torch(_conv_torch(_nd))
 
 
@@ -509,7 +528,8 @@ def _linear(ins: list[Shape], a: Attrs) -> OpInfo:
     fin, fout = x[-1], a.out_features
     y = (*x[:-1], fout)
     rows = prod(x[:-1])
-    params = fin * fout + (fout if a.bias else 0)
+    # ``tied``: the weight is shared with an earlier op (a tied LM head) and counted there
+    params = as_expr((0 if a.get("tied") else fin * fout) + (fout if a.bias else 0))
     mem = Mem(saves=("in0",), largest_param=fin * fout)
     checks = [_ge1("out_features is positive", fout)]
     return OpInfo([y], checks, params=params, macs=rows * fin * fout, saved=_numel(x), mem=mem)
@@ -676,6 +696,41 @@ def _attention_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
             return self.out(y.transpose(1, 2).reshape(bsz, seq, d))
 
     return Attention()
+
+
+@op("sdpa", arity=3, autocast=LOWER)
+def _sdpa(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``F.scaled_dot_product_attention(q, k, v)``: ``(B, H, S, E)``, ``(B, Hkv, L, E)``,
+    ``(B, Hkv, L, Ev)`` -> ``(B, H, S, Ev)``; ``gqa``: ``Hkv`` may divide ``H`` (``enable_gqa``).
+    FLOPs ``2*B*H*S*L*(E + Ev)`` (scores and values over the query heads, the full score matrix even
+    when ``causal``), as FlopCounterMode counts them."""
+    q, k, v = ins
+    b, h, s, e = q
+    kvh, n, ev = k[1], k[2], v[3]
+    heads = divides(kvh, h) if a.gqa else eq(kvh, h)
+    checks = [
+        Check("batch sizes match", eq(k[0], b) & eq(v[0], b)),
+        Check("query and key widths match", eq(k[3], e)),
+        Check("keys and values match", eq(v[1], kvh) & eq(v[2], n)),
+        Check("key/value heads divide query heads" if a.gqa else "query and key/value heads match", heads),
+    ]
+    y = (b, h, s, ev)
+    # the CPU flash kernel keeps q, k, v, its output and the fp32 log-sum-exp for backward; its
+    # per-thread buffer as in ``attention`` (one intra-op thread)
+    q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
+    buf_n = q_split * kv_split + 2 * q_split + q_split * e
+    mem = Mem(saves=("in0", "in1", "in2", "out"), extra=((b * h * s, "f32"),), workspace=((buf_n, "f32"),))
+    saved = _numel(q) + _numel(k) + _numel(v) + _numel(y) + b * h * s
+    return OpInfo([y], checks, macs=b * h * s * n * (e + ev), ops=3 * b * h * s * n, saved=saved, mem=mem)
+
+
+@_sdpa.torch
+def _sdpa_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn.functional as F
+
+    return _fn_module(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=a.causal, enable_gqa=a.gqa)
+    )
 
 
 def _ld(n: Expr) -> Expr:
@@ -925,6 +980,26 @@ def _groupnorm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return nn.GroupNorm(a.groups, shapes[0][1], affine=a.affine)
 
 
+@op("rmsnorm")
+def _rmsnorm(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``nn.RMSNorm`` over the last ``dims`` dimensions (``affine``: a weight, no bias)."""
+    (x,) = ins
+    n = prod(x[len(x) - a.dims :])
+    rows = prod(x[: len(x) - a.dims])
+    # PyTorch's CPU composite (pow, mean, rsqrt, mul, mul) keeps the input, two per-row statistics,
+    # the normalized input and its scaled copy for backward (saved-tensor hooks, torch 2.13)
+    mem = Mem(saves=("in0",), extra=((2 * _numel(x), "act"), (2 * rows, "act")), largest_param=n)
+    params = n if a.affine else Const(0)
+    return OpInfo([x], params=params, ops=4 * _numel(x), saved=3 * _numel(x) + 2 * rows, mem=mem)
+
+
+@_rmsnorm.torch
+def _rmsnorm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.RMSNorm(shapes[0][len(shapes[0]) - a.dims :], elementwise_affine=a.affine)
+
+
 # ------------------------------------------------------------------------------------------------
 # elementwise
 
@@ -946,6 +1021,9 @@ def _activation(name: str, saves: str) -> None:
             "tanh": nn.Tanh,
             "hardswish": nn.Hardswish,
             "relu6": nn.ReLU6,
+            "leaky_relu": nn.LeakyReLU,
+            "elu": nn.ELU,
+            "mish": nn.Mish,
         }[name]
         return cls()
 
@@ -960,6 +1038,9 @@ for _name, _saves in (
     ("tanh", "out"),
     ("hardswish", "in"),
     ("relu6", "in"),
+    ("leaky_relu", "in"),
+    ("elu", "in"),
+    ("mish", "in"),
 ):
     _activation(_name, _saves)
 
@@ -1026,13 +1107,27 @@ def _binary(name: str) -> None:
     def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
         import torch
 
-        return _fn_module(torch.add if name == "add" else torch.mul)
+        fns: dict[str, Callable[..., Any]] = {"add": torch.add, "sub": torch.sub, "mul": torch.mul}
+        return _fn_module(fns[name])
 
     op(name, arity=2)(infer).torch(build)
 
 
 _binary("add")
+_binary("sub")  # its backward negates the gradient of the subtrahend: no gradient aliasing
 _binary("mul")
+
+
+@op("shift")
+def _shift(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Add a constant: ``x + value``, or ``value - x`` with ``negate``."""
+    (x,) = ins
+    return OpInfo([x], ops=_numel(x))
+
+
+@_shift.torch
+def _shift_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: a.value - x if a.negate else x + a.value)
 
 
 @op("scale")
@@ -1060,6 +1155,19 @@ def _mean_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return _fn_module(lambda x: x.mean(dim=a.dim))
 
 
+@op("sum")
+def _sum(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Sum over dimension ``dim`` (removed)."""
+    (x,) = ins
+    y = tuple(d for i, d in enumerate(x) if i != a.dim)
+    return OpInfo([y], ops=_numel(x))
+
+
+@_sum.torch
+def _sum_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x.sum(dim=a.dim))
+
+
 # ------------------------------------------------------------------------------------------------
 # pooling
 
@@ -1070,7 +1178,13 @@ def _pool_infer(kind: str, nd: int) -> InferFn:
         sp = x[2:]
         k, s, p = a.kernel_size, a.stride, a.padding
         d = a.dilation if kind == "max" else (Const(1),) * nd
-        out = tuple(conv_out(sp[i], k[i], s[i], p[i], d[i]) for i in range(nd))
+        if a.get("ceil_mode"):  # PyTorch's pooling_output_shape: round up, but start inside the input
+            up = tuple(
+                lin(lin(sp[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1 + s[i] - 1) // s[i] + 1) for i in range(nd)
+            )
+            out = tuple(where((o - 1) * s[i] >= sp[i] + p[i], o - 1, o) for i, o in enumerate(up))
+        else:
+            out = tuple(conv_out(sp[i], k[i], s[i], p[i], d[i]) for i in range(nd))
         checks = [
             _ge1("kernel and stride are positive", *k, *s, *d),
             Check(
@@ -1091,11 +1205,20 @@ def _pool_torch(kind: str, nd: int) -> TorchFn:
     def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
         import torch.nn as nn
 
+        ceil = bool(a.get("ceil_mode"))
         if kind == "max":
             mcls: Any = {1: nn.MaxPool1d, 2: nn.MaxPool2d}[nd]
-            return mcls(a.kernel_size, stride=a.stride, padding=a.padding, dilation=a.dilation)
+            return mcls(
+                a.kernel_size, stride=a.stride, padding=a.padding, dilation=a.dilation, ceil_mode=ceil
+            )
         acls: Any = {1: nn.AvgPool1d, 2: nn.AvgPool2d}[nd]
-        return acls(a.kernel_size, stride=a.stride, padding=a.padding, count_include_pad=a.count_include_pad)
+        return acls(
+            a.kernel_size,
+            stride=a.stride,
+            padding=a.padding,
+            count_include_pad=a.count_include_pad,
+            ceil_mode=ceil,
+        )
 
     return build
 
@@ -1212,6 +1335,78 @@ def _permute(ins: list[Shape], a: Attrs) -> OpInfo:
 @_permute.torch
 def _permute_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return _fn_module(lambda x: x.permute(*a.dims).contiguous())
+
+
+@op("expand")
+def _expand(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x.expand(*shape)``: a view repeating size-1 dimensions (``-1`` keeps a dimension; new leading
+    dimensions may be added), e.g. a learned CLS token expanded over the batch."""
+    (x,) = ins
+    lead = len(a.shape) - len(x)
+    y = tuple(
+        x[i - lead] if (d.is_const and d.value == -1) else d for i, d in enumerate(a.shape)
+    )  # fmt: skip
+    fits = all_(eq(x[i - lead], y[i]) | (x[i - lead] == 1) for i in range(lead, len(y)))
+    checks = [
+        Check("sizes match or expand a size-1 dimension", fits),
+        _ge1("target sizes are positive", *y[:lead]),
+    ]
+    return OpInfo([y], checks, io=Const(0), mem=Mem(view=True))
+
+
+@_expand.torch
+def _expand_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x.expand(*a.shape))
+
+
+@op("select_index")
+def _select_index(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x.select(dim, index)`` / ``x[:, index]``: a view without dimension ``dim`` (e.g. a CLS token)."""
+    (x,) = ins
+    n, i = x[a.dim], a.index
+    checks = [Check("index within the dimension", (i < n) & (i >= -n))]
+    y = tuple(d for j, d in enumerate(x) if j != a.dim)
+    return OpInfo([y], checks, io=Const(0), mem=Mem(view=True))
+
+
+@_select_index.torch
+def _select_index_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x.select(a.dim, a.index))
+
+
+@op("narrow")
+def _narrow(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x.narrow(dim, start, length)``: a view of ``length`` entries of ``dim`` from ``start``
+    (negative: from the end), e.g. the pieces of ``chunk`` and ``split``."""
+    (x,) = ins
+    n, start, length = x[a.dim], a.start, a.length
+    first = where(start < 0, start + n, start)  # a negative start counts from the end
+    within = (start >= -n) & (length >= 1) & (first + length <= n)
+    checks = [Check("slice within the dimension", within)]
+    y = tuple(length if j == a.dim else d for j, d in enumerate(x))
+    return OpInfo([y], checks, io=Const(0), mem=Mem(view=True))
+
+
+@_narrow.torch
+def _narrow_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x: x.narrow(a.dim, a.start, a.length))
+
+
+@op("upsample")
+def _upsample(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``nn.Upsample`` / ``F.interpolate`` to spatial ``size`` (``mode``: nearest, linear, bilinear,
+    bicubic); no parameters, 0 FLOPs as FlopCounterMode counts; nothing kept for backward."""
+    (x,) = ins
+    y = (x[0], x[1], *a.size)
+    per = {"nearest": 1, "linear": 4, "bilinear": 8, "bicubic": 32}[a.mode]
+    return OpInfo([y], [_ge1("output size is positive", *a.size)], ops=per * _numel(y))
+
+
+@_upsample.torch
+def _upsample_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn as nn
+
+    return nn.Upsample(size=tuple(a.size), mode=a.mode, align_corners=a.align_corners)
 
 
 def broadcast_shape(x: Shape, y: Shape) -> Shape:

@@ -25,6 +25,7 @@ from ..expr import (
     all_,
     any_,
     as_expr,
+    ceildiv,
     compile_scalar,
     compile_vectorized,
     interval,
@@ -93,6 +94,17 @@ class _Built:
     layout: list[tuple[str, Any]] = field(default_factory=list)
 
 
+def _attrs_key(value: Any) -> Any:
+    """A hashable key of attribute values (expressions by identity: they are interned)."""
+    if isinstance(value, Expr):
+        return ("e", id(value))
+    if isinstance(value, tuple | list):
+        return ("t", tuple(_attrs_key(v) for v in value))
+    if isinstance(value, Mapping):
+        return ("d", tuple((k, _attrs_key(v)) for k, v in sorted(value.items())))
+    return ("v", type(value).__name__, value)
+
+
 def _int_expr(value: Any, what: str, where_: str, low: int | None = None) -> Expr:
     """``value`` as an integer expression; a plain int below ``low`` is a :class:`GraphError` at once."""
     try:
@@ -131,8 +143,11 @@ class Network:
     >>> x = net.relu(net.batchnorm(net.conv2d(x, v.width, v.kernel, padding="same")))
     """
 
-    def __init__(self, name: str = "network") -> None:
+    def __init__(self, name: str = "network", infer_cache: dict[Any, OpInfo] | None = None) -> None:
         self.name = name
+        # ``infer_cache``: OpInfo by (op, input shapes, attributes), shared by networks built from the
+        # same expressions (``dnnsat.torch.from_torch`` builds one per control-flow region)
+        self._infer_cache = infer_cache
         self.nodes: list[Node] = []
         self.tensors: list[Tensor] = []
         self.producer: list[int] = []  # tensor index -> node index
@@ -179,14 +194,24 @@ class Network:
             raise GraphError(f"{label}: takes {entry.arity} input tensor(s), got {len(inputs)}")
         ins = [self._check_tensor(x, label) for x in inputs]
         a = Attrs(attrs)
-        try:
-            info = entry.infer([x.shape for x in ins], a)
-        except GraphError:
-            raise
-        except (IndexError, KeyError, AttributeError, TypeError, ValueError) as err:
-            raise GraphError(
-                f"{label}: cannot apply to inputs of shapes {[x.shape for x in ins]}: {err}"
-            ) from err
+        cache = self._infer_cache
+        key = (
+            (op, tuple(tuple(map(id, x.shape)) for x in ins), _attrs_key(attrs))
+            if cache is not None
+            else None
+        )
+        info = cache.get(key) if cache is not None else None
+        if info is None:
+            try:
+                info = entry.infer([x.shape for x in ins], a)
+            except GraphError:
+                raise
+            except (IndexError, KeyError, AttributeError, TypeError, ValueError) as err:
+                raise GraphError(
+                    f"{label}: cannot apply to inputs of shapes {[x.shape for x in ins]}: {err}"
+                ) from err
+            if cache is not None:
+                cache[key] = info
         index = len(self.nodes)
         dtype = "int64" if op == "input" and attrs.get("dtype") == "int64" else "float32"
         out = self._new_tensor(info.outputs[0], dtype, index)
@@ -294,6 +319,21 @@ class Network:
         """``nn.Conv2d`` on ``(B, C, H, W)``; ``padding`` may be ``"same"`` (stride 1) or ``"valid"``."""
         return self._conv(2, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name)
 
+    def conv3d(
+        self,
+        x: Tensor,
+        out_channels: ExprLike,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: ExprLike = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.Conv3d`` on ``(B, C, D, H, W)``; ``padding`` may be ``"same"`` (stride 1) or ``"valid"``."""
+        return self._conv(3, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name)
+
     def depthwise(
         self,
         x: Tensor,
@@ -352,8 +392,17 @@ class Network:
         )
 
     # -- dense ------------------------------------------------------------------------------------
-    def linear(self, x: Tensor, out_features: ExprLike, bias: bool = True, name: str | None = None) -> Tensor:
-        """``nn.Linear`` over the last dimension."""
+    def linear(
+        self,
+        x: Tensor,
+        out_features: ExprLike,
+        bias: bool = True,
+        tied: bool | str = False,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.Linear`` over the last dimension. ``tied``: its weight is the weight of an earlier op (a
+        tied LM head), counted there, so only its bias counts as new parameters; the name of that op
+        (e.g. ``"embedding#1"``) lets :func:`dnnsat.torch.to_torch` share it too."""
         where_ = self._label("linear", name)
         x = self._check_tensor(x, where_)
         if x.ndim < 1:
@@ -364,6 +413,7 @@ class Network:
             name=name,
             out_features=_int_expr(out_features, "out_features", where_, low=1),
             bias=bool(bias),
+            tied=tied if isinstance(tied, str) else bool(tied),
         )
 
     def matmul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
@@ -413,6 +463,25 @@ class Network:
         return self.apply(
             "attention", [x], name=name, heads=h, kv_heads=kvh, causal=bool(causal), bias=bool(bias)
         )
+
+    def sdpa(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        causal: bool = False,
+        gqa: bool = False,
+        name: str | None = None,
+    ) -> Tensor:
+        """``F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)`` on 4-D
+        ``(batch, heads, sequence, width)`` tensors (no parameters; a head width of its own)."""
+        where_ = self._label("sdpa", name)
+        for t in (q, k, v):
+            if self._check_tensor(t, where_).ndim != 4:
+                raise GraphError(
+                    f"{where_}: expects 4-D (batch, heads, sequence, width) tensors, got {t.ndim}-D"
+                )
+        return self.apply("sdpa", [q, k, v], name=name, causal=bool(causal), gqa=bool(gqa))
 
     def _rnn(
         self,
@@ -490,6 +559,13 @@ class Network:
         g = _int_expr(groups, "groups", where_, low=1)
         return self.apply("groupnorm", [x], name=name, groups=g, affine=bool(affine))
 
+    def rmsnorm(self, x: Tensor, dims: int = 1, affine: bool = True, name: str | None = None) -> Tensor:
+        """``nn.RMSNorm`` over the last ``dims`` dimensions."""
+        where_ = self._label("rmsnorm", name)
+        if not 1 <= dims <= self._check_tensor(x, where_).ndim:
+            raise GraphError(f"{where_}: dims must be between 1 and {x.ndim}, got {dims}")
+        return self.apply("rmsnorm", [x], name=name, dims=dims, affine=bool(affine))
+
     # -- elementwise ------------------------------------------------------------------------------
     def _unary(self, op: str, x: Tensor, name: str | None, **attrs: Any) -> Tensor:
         return self.apply(op, [x], name=name, **attrs)
@@ -524,6 +600,16 @@ class Network:
     def relu6(self, x: Tensor, name: str | None = None) -> Tensor:
         return self._unary("relu6", x, name)
 
+    def leaky_relu(self, x: Tensor, name: str | None = None) -> Tensor:
+        """``nn.LeakyReLU`` (the slope does not change any cost)."""
+        return self._unary("leaky_relu", x, name)
+
+    def elu(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("elu", x, name)
+
+    def mish(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("mish", x, name)
+
     def softmax(self, x: Tensor, dim: int = -1, name: str | None = None) -> Tensor:
         where_ = self._label("softmax", name)
         axis = _axis(dim, self._check_tensor(x, where_).ndim, "dim", where_)
@@ -552,6 +638,22 @@ class Network:
         """Elementwise sum with PyTorch broadcasting (residual connections)."""
         return self.apply("add", [a, b], name=name)
 
+    def sub(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """Elementwise difference with PyTorch broadcasting."""
+        return self.apply("sub", [a, b], name=name)
+
+    def shift(self, x: Tensor, value: float, negate: bool = False, name: str | None = None) -> Tensor:
+        """``x + value`` (``value - x`` with ``negate``)."""
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise GraphError(f"{self._label('shift', name)}: value must be a number, got {value!r}")
+        return self._unary("shift", x, name, value=float(value), negate=bool(negate))
+
+    def sum(self, x: Tensor, dim: int, name: str | None = None) -> Tensor:
+        """Sum over ``dim`` (the dimension is removed)."""
+        where_ = self._label("sum", name)
+        axis = _axis(dim, self._check_tensor(x, where_).ndim, "dim", where_)
+        return self._unary("sum", x, name, dim=axis)
+
     def mul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
         """Elementwise product with PyTorch broadcasting."""
         return self.apply("mul", [a, b], name=name)
@@ -568,6 +670,7 @@ class Network:
         dilation: Any,
         count_include_pad: bool,
         name: str | None,
+        ceil_mode: bool = False,
     ) -> Tensor:
         op = f"{kind}pool{nd}d"
         where_ = self._label(op, name)
@@ -585,6 +688,8 @@ class Network:
             attrs["dilation"] = _tuple(dilation, nd, "dilation", where_, low=1)
         else:
             attrs["count_include_pad"] = bool(count_include_pad)
+        if ceil_mode:
+            attrs["ceil_mode"] = True
         return self.apply(op, [x], name=name, **attrs)
 
     def maxpool2d(
@@ -595,8 +700,9 @@ class Network:
         padding: Any = 0,
         dilation: Any = 1,
         name: str | None = None,
+        ceil_mode: bool = False,
     ) -> Tensor:
-        return self._pool("max", 2, x, kernel_size, stride, padding, dilation, True, name)
+        return self._pool("max", 2, x, kernel_size, stride, padding, dilation, True, name, ceil_mode)
 
     def avgpool2d(
         self,
@@ -606,8 +712,9 @@ class Network:
         padding: Any = 0,
         count_include_pad: bool = True,
         name: str | None = None,
+        ceil_mode: bool = False,
     ) -> Tensor:
-        return self._pool("avg", 2, x, kernel_size, stride, padding, 1, count_include_pad, name)
+        return self._pool("avg", 2, x, kernel_size, stride, padding, 1, count_include_pad, name, ceil_mode)
 
     def maxpool1d(
         self,
@@ -617,8 +724,9 @@ class Network:
         padding: Any = 0,
         dilation: Any = 1,
         name: str | None = None,
+        ceil_mode: bool = False,
     ) -> Tensor:
-        return self._pool("max", 1, x, kernel_size, stride, padding, dilation, True, name)
+        return self._pool("max", 1, x, kernel_size, stride, padding, dilation, True, name, ceil_mode)
 
     def avgpool1d(
         self,
@@ -628,8 +736,9 @@ class Network:
         padding: Any = 0,
         count_include_pad: bool = True,
         name: str | None = None,
+        ceil_mode: bool = False,
     ) -> Tensor:
-        return self._pool("avg", 1, x, kernel_size, stride, padding, 1, count_include_pad, name)
+        return self._pool("avg", 1, x, kernel_size, stride, padding, 1, count_include_pad, name, ceil_mode)
 
     def _adaptive(self, kind: str, nd: int, x: Tensor, output_size: Any, name: str | None) -> Tensor:
         op = f"adaptive_{kind}pool{nd}d"
@@ -662,16 +771,17 @@ class Network:
         return self._adaptive("max", self._pool_nd(x), x, output_size, name)
 
     def maxpool(self, x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
-                name: str | None = None) -> Tensor:  # fmt: skip
-        """Max pooling, 1-D or 2-D by the input's rank."""
-        return self._pool("max", self._pool_nd(x), x, kernel_size, stride, padding, dilation, True, name)
+                name: str | None = None, ceil_mode: bool = False) -> Tensor:  # fmt: skip
+        """Max pooling, 1-D or 2-D by the input's rank (``ceil_mode`` as PyTorch's)."""
+        nd = self._pool_nd(x)
+        return self._pool("max", nd, x, kernel_size, stride, padding, dilation, True, name, ceil_mode)
 
     def avgpool(self, x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-                count_include_pad: bool = True, name: str | None = None) -> Tensor:  # fmt: skip
-        """Average pooling, 1-D or 2-D by the input's rank."""
-        return self._pool(
-            "avg", self._pool_nd(x), x, kernel_size, stride, padding, 1, count_include_pad, name
-        )
+                count_include_pad: bool = True, name: str | None = None,
+                ceil_mode: bool = False) -> Tensor:  # fmt: skip
+        """Average pooling, 1-D or 2-D by the input's rank (``ceil_mode`` as PyTorch's)."""
+        nd = self._pool_nd(x)
+        return self._pool("avg", nd, x, kernel_size, stride, padding, 1, count_include_pad, name, ceil_mode)
 
     def _pool_nd(self, x: Tensor) -> int:
         nd = self._check_tensor(x, "pool").ndim - 2
@@ -731,6 +841,75 @@ class Network:
         dims = list(range(n))
         dims[a], dims[b] = dims[b], dims[a]
         return self.permute(x, dims, name)
+
+    def expand(self, x: Tensor, shape: Sequence[ExprLike], name: str | None = None) -> Tensor:
+        """``x.expand(*shape)`` (a view): ``-1`` keeps a dimension, size-1 dimensions repeat, new
+        leading dimensions may be added (a learned token expanded over the batch)."""
+        where_ = self._label("expand", name)
+        n = self._check_tensor(x, where_).ndim
+        if len(shape) < n:
+            raise GraphError(f"{where_}: needs at least {n} sizes for a {n}-D input, got {len(shape)}")
+        shp = tuple(_int_expr(d, "shape", where_) for d in shape)
+        lead = len(shp) - n
+        for j, (d, value) in enumerate(zip(shp, shape)):
+            if not isinstance(value, Expr) and d.value < 1 and not (d.value == -1 and j >= lead):
+                raise GraphError(f"{where_}: sizes must be >= 1 or -1 (keep), got {value!r}")
+        return self.apply("expand", [x], name=name, shape=shp)
+
+    def select_index(self, x: Tensor, dim: int, index: ExprLike, name: str | None = None) -> Tensor:
+        """``x.select(dim, index)`` (``x[:, index]`` for ``dim=1``): a view without dimension ``dim``."""
+        where_ = self._label("select_index", name)
+        axis = _axis(dim, self._check_tensor(x, where_).ndim, "dim", where_)
+        return self.apply("select_index", [x], name=name, dim=axis, index=_int_expr(index, "index", where_))
+
+    def narrow(
+        self, x: Tensor, dim: int, start: ExprLike, length: ExprLike, name: str | None = None
+    ) -> Tensor:
+        """``x.narrow(dim, start, length)`` (a view; a negative ``start`` counts from the end)."""
+        where_ = self._label("narrow", name)
+        axis = _axis(dim, self._check_tensor(x, where_).ndim, "dim", where_)
+        return self.apply(
+            "narrow",
+            [x],
+            name=name,
+            dim=axis,
+            start=_int_expr(start, "start", where_),
+            length=_int_expr(length, "length", where_, low=1),
+        )
+
+    def chunk(self, x: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
+        """``x.chunk(chunks, dim)`` for a dimension that gives exactly ``chunks`` pieces (each
+        ``ceildiv(size, chunks)`` long, the last one the rest): :meth:`narrow` views."""
+        axis = _axis(dim, self._check_tensor(x, "chunk").ndim, "dim", "chunk")
+        size = ceildiv(x.shape[axis], chunks)
+        return [
+            self.narrow(x, axis, i * size, size if i < chunks - 1 else x.shape[axis] - i * size)
+            for i in range(chunks)
+        ]
+
+    def upsample(
+        self,
+        x: Tensor,
+        size: Any = None,
+        scale_factor: int | None = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.Upsample``: to spatial ``size``, or by an integer ``scale_factor``."""
+        where_ = self._label("upsample", name)
+        nd = self._check_tensor(x, where_).ndim - 2
+        ranks = {"nearest": (1, 2), "linear": (1,), "bilinear": (2,), "bicubic": (2,)}
+        if mode not in ranks or nd not in ranks[mode]:
+            raise GraphError(f"{where_}: mode {mode!r} does not apply to a {nd + 2}-D input")
+        if (size is None) == (scale_factor is None):
+            raise GraphError(f"{where_}: give one of size and scale_factor")
+        if size is not None:
+            out = _tuple(size, nd, "size", where_, low=1)
+        else:
+            s = _tuple(scale_factor, nd, "scale_factor", where_, low=1)
+            out = tuple(lin(d * f) for d, f in zip(x.shape[2:], s))
+        return self.apply("upsample", [x], name=name, size=out, mode=mode, align_corners=align_corners)
 
     # -- control: depth and op choices --------------------------------------------------------------
     def _select(

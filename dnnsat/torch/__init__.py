@@ -8,6 +8,7 @@ from ._calibrate import calibrate, measure_latency
 from ._materialize import GraphModule, concretize, example_inputs, resolve_network, to_torch
 from ._measure import Measurement, measure
 from ._memory import MemoryMeasurement, MemoryTracker, peak_memory, storage_bytes, track_memory
+from ._trace import TorchModel, TraceError, from_torch
 
 __all__ = [
     "AuditReport",
@@ -22,6 +23,7 @@ __all__ = [
     "calibrate",
     "concretize",
     "example_inputs",
+    "from_torch",
     "measure",
     "measure_latency",
     "peak_memory",
@@ -30,4 +32,6 @@ __all__ = [
     "storage_bytes",
     "to_torch",
     "track_memory",
+    "TorchModel",
+    "TraceError",
 ]

@@ -55,6 +55,8 @@ class GraphModule(nn.Module):
                 in_shapes = [conc.shapes[i] for i in node.inputs]
                 self.layers[node.label] = entry.build(conc.attrs[node.index], in_shapes)
                 self._plan.append(("op", (node.output, node.label, node.inputs)))
+                if isinstance(conc.attrs[node.index].get("tied"), str):
+                    self._tie(node.label, conc.attrs[node.index].tied)
         last_use: dict[int, int] = {}
         for pos, (kind, data) in enumerate(self._plan):
             uses = data[2] if kind == "op" else data[1:3] if kind == "select" else ()
@@ -63,6 +65,20 @@ class GraphModule(nn.Module):
         self._drop: dict[int, list[int]] = {}
         for i, pos in last_use.items():
             self._drop.setdefault(pos, []).append(i)
+
+    def _tie(self, label: str, owner: str) -> None:
+        """Share the weight of ``label`` (a tied linear) with the active op labelled or placed at
+        ``owner`` (``"embedding#1"``, or the module path ``"emb"`` of a ``from_torch`` network)."""
+        layer: Any = self.layers[label]
+        for other, module in self.layers.items():
+            if other != label and (other == owner or other.endswith(" " + owner)):
+                source = getattr(module, "weight", None)
+                if source is not None and source.shape == layer.weight.shape:
+                    layer.weight = source
+                    return
+        raise GraphError(
+            f"{label}: no active op {owner!r} with a weight of shape {tuple(layer.weight.shape)}"
+        )
 
     def forward(self, *inputs: Any) -> Any:
         if len(inputs) != self._n_inputs:
