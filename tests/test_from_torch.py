@@ -15,8 +15,6 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 import dnnsat as ds  # noqa: E402
 from benchmarks._families import FAMILIES  # noqa: E402
@@ -25,40 +23,10 @@ from dnnsat.torch import TraceError, from_torch  # noqa: E402
 Config = dict[str, Any]
 
 
-class _Empty(TorchDispatchMode):
-    """Flags an op producing an empty tensor (dnnsat requires every dimension >= 1, see README)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.empty = False
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        if "empty" in str(func):  # kernels' own (empty) workspaces
-            return out
-        for t in out if isinstance(out, tuple | list) else (out,):
-            if isinstance(t, torch.Tensor) and t.numel() == 0:
-                self.empty = True
-        return out
-
-
 def reference(build: Callable[[Config], nn.Module], inputs: Callable[[Config], Any], cfg: Config) -> Any:
     """PyTorch's (params, FLOPs) of ``cfg`` on the meta device, or None when it raises (or makes an
-    empty tensor or parameter)."""
-    try:
-        with torch.device("meta"):
-            module = build(cfg)
-            xs = inputs(cfg)
-        xs = xs if isinstance(xs, tuple) else (xs,)
-        empty = _Empty()
-        with FlopCounterMode(display=False) as counter, empty:
-            module(*xs)
-    except Exception:
-        return None
-    params = sum(p.numel() for p in module.parameters())
-    if empty.empty or any(p.numel() == 0 for p in module.parameters()):
-        return None
-    return params, counter.get_total_flops()
+    empty tensor or parameter): ``TorchModel.measure``, the per-trial safety net."""
+    return from_torch(build, inputs).measure(cfg)
 
 
 def configs(space: ds.Space, n: int, seed: int = 0) -> list[Config]:
@@ -750,3 +718,25 @@ def test_parameter_of_unknown_shape_refused() -> None:
     space = ds.Space({"d": ds.Int(2, 8)})
     with pytest.raises(TraceError, match="parameter token: cannot tell how its shape"):
         ds.Problem(space, model=from_torch(lambda c: Token(c["d"]), lambda c: ((3, c["d"]),)))
+
+
+def test_disagreements_are_empty_when_exact_and_name_the_cost_otherwise() -> None:
+    """``TorchModel.disagreements``: the per-trial check of a configuration against the real module."""
+    space = ds.Space({"w": ds.Categorical([4, 6]), "g": ds.Categorical([1, 2, 4])})
+
+    def inputs(c: Config) -> Any:
+        return (torch.empty(2, 4, 8, 8),)
+
+    model = from_torch(lambda c: nn.Conv2d(4, c["w"], 3, groups=c["g"]), inputs)
+    problem = ds.Problem(space, model=model)
+    for cfg in configs(space, 10):
+        assert model.disagreements(problem, cfg) == []
+    assert model.measure({"w": 6, "g": 4}) is None  # 6 channels in 4 groups: PyTorch refuses
+    # a module that is not the one traced (as if the trace had missed something) is caught and named
+    other = from_torch(lambda c: nn.Conv2d(4, 2 * c["w"], 3, groups=c["g"]), inputs)
+    assert other.disagreements(problem, {"w": 4, "g": 1}) == [
+        "params: PyTorch 296, dnnsat 148",
+        "flops: PyTorch 41,472, dnnsat 20,736",
+    ]
+    (line,) = other.disagreements(problem, {"w": 6, "g": 4})  # 12 channels in 4 groups: fine for PyTorch
+    assert line.startswith("validity: PyTorch accepts the configuration, dnnsat: conv2d#")

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..expr import Const, Expr, all_, any_, ceildiv, compile_vectorized, interval, sum_
 from ..graph import Check, GraphError, Network, Tensor
@@ -1655,6 +1656,21 @@ def _topological(after: dict[Any, set[Any]], appearance: dict[Any, tuple[int, in
     return order
 
 
+class _EmptyTensors(TorchDispatchMode):
+    """Notes an op that makes an empty tensor (dnnsat requires every dimension >= 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if "empty" not in str(func):  # kernels' own (empty) workspaces
+            for t in out if isinstance(out, tuple | list) else (out,):
+                self.found |= isinstance(t, torch.Tensor) and t.numel() == 0
+        return out
+
+
 # ------------------------------------------------------------------------------------------------
 # the entry point
 
@@ -1695,6 +1711,49 @@ class TorchModel:
         self.invalid_regions = sum(r.net is None for r in regions)
         self._cache = (space, net)
         return net
+
+    def measure(self, config: Mapping[str, Any]) -> tuple[int, int] | None:
+        """PyTorch's own ``(params, FLOPs)`` of ``config``: ``build(config)`` on the meta device (no
+        weight memory), one forward of ``inputs(config)`` under ``FlopCounterMode`` (2 FLOPs per
+        multiply-add), parameters counted once each (tied ones once). ``None`` when building or the
+        forward raises, or makes an empty tensor (dnnsat requires every dimension >= 1): invalid.
+        The per-trial safety net for what a trace cannot see (about the cost of one module build)."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        cfg = dict(config)
+        try:
+            with torch.device("meta"):
+                module = self.build(cfg)
+                xs = self.inputs(cfg)
+            xs = xs if isinstance(xs, tuple | list) else (xs,)
+            xs = tuple(torch.empty(*x, device="meta") if isinstance(x, tuple | torch.Size) else x for x in xs)
+            empty = _EmptyTensors()
+            with FlopCounterMode(display=False) as counter, empty:
+                module(*xs)
+        except Exception:  # the user's code or PyTorch refused the configuration: invalid
+            return None
+        params = list(module.parameters())
+        if empty.found or any(p.numel() == 0 for p in params):
+            return None
+        return sum(p.numel() for p in params), int(counter.get_total_flops())
+
+    def disagreements(self, problem: Any, config: Mapping[str, Any]) -> list[str]:
+        """Where ``problem`` (built on this model) and :meth:`measure` disagree on ``config``: validity,
+        ``params`` or ``flops``, as readable lines (empty when they agree)."""
+        real = self.measure(config)
+        # validity rules are named "<op>#<position>: <rule>"; budget limits after their cost
+        invalid = [str(v) for v in problem.check(config).violations if "#" in v.name]
+        if real is None or invalid:
+            if (real is None) == bool(invalid):
+                return []
+            said = f"dnnsat: {invalid[0]}" if invalid else "dnnsat accepts it"
+            return [f"validity: PyTorch {'rejects' if real is None else 'accepts'} the configuration, {said}"]
+        costs = problem.costs(config)
+        return [
+            f"{name}: PyTorch {value:,}, dnnsat {costs[name]:,.0f}"
+            for name, value in zip(("params", "flops"), real)
+            if costs[name] != value
+        ]
 
     def __call__(self, variables: Any) -> Network:
         """The network over ``from_torch(..., space=)`` (``Problem`` calls :meth:`network` itself)."""
