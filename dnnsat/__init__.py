@@ -11,6 +11,7 @@ on first use). Adapters live in ``dnnsat.integrations.optuna`` and
 from typing import Any
 
 from . import expr, zoo
+from ._guard import Decision, Guard, GuardStats, Within
 from .cost import (
     AllocatorConfig,
     Budget,
@@ -43,6 +44,7 @@ __all__ = [
     "Categorical",
     "Const",
     "Constraint",
+    "Decision",
     "DeviceProfile",
     "Estimate",
     "Explanation",
@@ -50,6 +52,8 @@ __all__ = [
     "Float",
     "GpuMemory",
     "GraphError",
+    "Guard",
+    "GuardStats",
     "InfeasibleSpaceError",
     "Int",
     "Network",
@@ -65,6 +69,7 @@ __all__ = [
     "Var",
     "Verdict",
     "Violation",
+    "Within",
     "ceildiv",
     "expr",
     "fit_device",

@@ -12,9 +12,9 @@ import pickle
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from .solver._boxes import Domain
 from .solver._engine import Engine, index_distance, interval_bound
 from .space import Space, SpaceError
 from .units import cost_kind, format_quantity
+
+if TYPE_CHECKING:
+    from ._guard import Guard
 
 __all__ = [
     "Problem",
@@ -166,6 +169,8 @@ class _Compiled:
     #: engines that also search parameters no constraint reads (objectives of maximize/minimize)
     extra_engines: dict[frozenset[str], Engine] = field(default_factory=dict)
     always_feasible: bool | None = None  # cached answer of Problem.always_feasible
+    #: the symbolic constraints alone (no costs): ``Problem.satisfied``, compiled on first use
+    holds: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = None
 
 
 def _split_comparison(expr: Expr) -> tuple[Expr | None, str | None, float | None]:
@@ -464,6 +469,20 @@ class Problem:
         n = comp.n_constraints
         costs = {name: vals[n + i] for i, name in enumerate(self.cost_exprs)}
         return Verdict(not violations, violations, costs)
+
+    def satisfied(self, config: Mapping[str, Any]) -> bool:
+        """``check(config).feasible``, without computing the costs and the violations (cheaper: for a
+        sampler's inner loop)."""
+        cfg, env = self._env(config)
+        comp = self._c()
+        if comp.holds is None:
+            exprs = [c.expr for c in self.constraints if c.expr is not None]
+            with self._lock:  # one compilation, also when threads ask at once
+                if comp.holds is None:
+                    comp.holds = compile_scalar(exprs) if exprs else (lambda env: ())
+        if not all(comp.holds(env)):
+            return False
+        return all(bool(c.predicate(dict(cfg))) for c in self.constraints if c.predicate is not None)
 
     @staticmethod
     def _violation(c: Constraint, value: Any) -> Violation:
@@ -791,6 +810,25 @@ class Problem:
                 return best
             best = best + ((a + b) / 2 - best) / 2
         return None
+
+    def guard(
+        self,
+        *,
+        seed: int | None = None,
+        domains: Mapping[str, Sequence[Any]] | None = None,
+        witnesses: Iterable[Mapping[str, Any]] | None = None,
+    ) -> Guard:
+        """A :class:`~dnnsat.Guard` for per-trial decisions of a sampler or tuner wrapper.
+
+        It answers "keep this proposed value, or which is the nearest one that still extends?"
+        (``propose``), repairs and completes configurations, with the answers of this problem at the
+        cost a sampler's inner loop can pay. ``seed`` seeds its choices among unordered values;
+        ``domains`` (pruned values per finite parameter) and ``witnesses`` (feasible configurations)
+        may come from a record another worker computed, else they are computed on first use.
+        """
+        from ._guard import Guard
+
+        return Guard(self, seed=seed, domains=domains, witnesses=witnesses)
 
     def prune(self) -> Space:
         """A reduced space: every value that occurs in some feasible configuration, nothing else.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -25,5 +26,7 @@ def test_reduced_run_on_the_nasbench201_latency_problem() -> None:
     # the 11 GiB memory budget holds for every cell: only the latency constraint is evaluated
     assert (row["open"], row["constraints"]) == (1, 2)
     for key in ("nni", "optuna", "repair"):
-        default, numpy_only, same = row[key]
+        default, numpy_only, same, wrapper_p50 = row[key]
         assert same and default > 0 and numpy_only > 0
+        assert (wrapper_p50 > 0) if key != "repair" else math.isnan(wrapper_p50)
+    assert row["sample"] > 0 and row["costs"] > 0

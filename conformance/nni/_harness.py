@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnsat.integrations.nni import DnnSATTuner
+from dnnsat.integrations.nni._load import adapt_space
 from nni.tuner import Tuner
 
 import dnnsat as ds
@@ -342,7 +343,8 @@ class Run:
             _expect(tuner.problem.always_feasible(), "the holds problem is not proved always feasible")
             got = tuner._base_space
             _expect(
-                got == tuner._adapt_space(dict(space)), f"pass-through: the base tuner got {got}, not {space}"
+                got == adapt_space(tuner.base, dict(space)),
+                f"pass-through: the base tuner got {got}, not {space}",
             )
         else:
             _expect(not tuner.problem.always_feasible(), "the binds problem is proved always feasible")

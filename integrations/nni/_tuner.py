@@ -5,8 +5,9 @@ Batch, GP, Metis, PBT, ...). It checks the experiment's search space against the
 :class:`~dnnsat.Space`, gives the base tuner the *pruned* space, and vets every proposal with the problem
 before it becomes a trial:
 
-* ``mode="repair"``: an infeasible proposal is replaced by ``problem.repair(proposal)`` (fewest changed
-  parameters; continuous ``Float`` values move to the nearest feasible value in their own scale). The base
+* ``mode="repair"``: an infeasible proposal is replaced by its repair (``problem.guard().repair``, the
+  answer of ``problem.repair``: fewest changed parameters; continuous ``Float`` values move to the
+  nearest feasible value in their own scale). The base
   tuner keeps its own record of what it proposed and later receives the repaired trial's result for it: it
   optimises ``f(repair(x))``, a deterministic function of its proposal.
 * ``mode="reject"``: an infeasible proposal is discarded and the base tuner is asked again.
@@ -31,14 +32,10 @@ from several threads.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import importlib
+import functools
 import json
 import logging
 import math
-import os
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,201 +44,28 @@ from typing import Any
 import nni
 import numpy as np
 from nni.tuner import Tuner
-from nni.utils import ClassArgsValidator
+
+from ._load import (
+    MODES,
+    DnnSATClassArgsValidator,
+    adapt_base_args,
+    adapt_space,
+    after_base_generate,
+    create_base_tuner,
+    load_problem,
+    optimize_mode,
+)
+from ._spaces import BatchLayout, base_space, batch_layout, check_space, config_key, plain
 
 __all__ = ["DnnSATTuner", "DnnSATClassArgsValidator", "TunerStats", "load_problem", "MODES"]
 
 _log = logging.getLogger("dnnsat.integrations.nni")
-
-MODES = ("repair", "reject")
-_THIS_CLASS = "dnnsat.integrations.nni.DnnSATTuner"
-
-
-# -- loading the problem and the base tuner ---------------------------------------------------------
-
-
-def _experiment_dirs() -> list[str]:
-    """Directories where a user's module may live when NNI's dispatcher builds the tuner.
-
-    NNI starts the dispatcher as ``python -m nni --exp_params <base64 JSON>`` in its log directory, so
-    neither the user's working directory nor the experiment's code is on ``sys.path``. The candidates are
-    the experiment's trial code directory and the tuner's ``codeDirectory`` (both read from
-    ``--exp_params``; v2 and v1 config keys), then the current directory.
-    """
-    dirs: list[str] = []
-    argv = sys.argv
-    if "--exp_params" in argv[:-1]:
-        try:
-            params = json.loads(base64.b64decode(argv[argv.index("--exp_params") + 1]).decode("utf-8"))
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            params = {}
-        params = params if isinstance(params, dict) else {}
-
-        def sub(key: str) -> dict[str, Any]:
-            value = params.get(key)
-            return value if isinstance(value, dict) else {}
-
-        found = (
-            params.get("trialCodeDirectory"),
-            sub("trial").get("codeDir"),
-            sub("tuner").get("codeDirectory"),
-        )
-        dirs += [d for d in found if isinstance(d, str) and d]
-    dirs.append(os.getcwd())
-    return [d for i, d in enumerate(dirs) if os.path.isdir(d) and d not in dirs[:i]]
-
-
-def _is_module_or_parent(name: str | None, module_name: str) -> bool:
-    return name is not None and (module_name == name or module_name.startswith(name + "."))
-
-
-def _import_module(module_name: str, path: str) -> Any:
-    """Import ``module_name``; when that fails for a missing module, retry with the experiment's directories.
-
-    A module that still cannot be found raises a one-line ``ModuleNotFoundError`` that names the import
-    path, where it was looked for and the fix (NNI otherwise only reports "Tuner did not connect").
-    """
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError:
-        pass
-    except ImportError as err:
-        raise ValueError(f"cannot import module {module_name!r} of {path!r}: {err}") from None
-    extra = [d for d in _experiment_dirs() if d not in sys.path]
-    sys.path.extend(extra)
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        for d in extra:
-            sys.path.remove(d)
-        searched = f"sys.path and {', '.join(extra)}" if extra else "sys.path"
-        if _is_module_or_parent(err.name, module_name):
-            msg = (
-                f"cannot import {path!r}: no module named {err.name!r} (searched {searched}); put the module "
-                "in the experiment's trial code directory, install it, or add its directory to PYTHONPATH "
-                "where nnictl or the experiment is started"
-            )
-        else:
-            msg = (
-                f"cannot import {path!r}: module {module_name!r} imports {err.name!r}, which is not found "
-                f"for {sys.executable} (searched {searched}); install it or put it next to {module_name!r}"
-            )
-        _log.error("DnnSAT: %s", msg)
-        raise ModuleNotFoundError(msg, name=err.name) from None
-    except ImportError as err:
-        raise ValueError(f"cannot import module {module_name!r} of {path!r}: {err}") from None
-
-
-def _import_attr(path: str) -> Any:
-    """Import ``"pkg.module:attr"`` (attr may be dotted) or ``"pkg.module.attr"``."""
-    if ":" in path:
-        module_name, _, attr = path.partition(":")
-    elif "." in path:
-        module_name, _, attr = path.rpartition(".")
-    else:
-        raise ValueError(f"{path!r} is not an import path; write 'pkg.module:attr'")
-    obj: Any = _import_module(module_name, path)
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ValueError(f"module {module_name!r} has no attribute {attr!r} (from {path!r})") from None
-    return obj
-
-
-def _is_problem(obj: Any) -> bool:
-    return all(hasattr(obj, a) for a in ("space", "check", "prune", "repair", "is_empty"))
-
-
-def load_problem(problem: Any, problem_args: Mapping[str, Any] | None = None) -> Any:
-    """Resolve a :class:`dnnsat.Problem` from a Problem, a zero-argument factory or an import path.
-
-    ``problem`` may be ``"pkg.module:attr"`` where ``attr`` is a Problem or a factory; ``problem_args``
-    are keyword arguments for the factory (e.g. ``{"flops_limit": 1e11}``). A module that is not on
-    ``sys.path`` is looked for in the experiment's code directory and the current directory.
-    """
-    obj = _import_attr(problem) if isinstance(problem, str) else problem
-    if not _is_problem(obj) and callable(obj):
-        obj = obj(**dict(problem_args or {}))
-    elif problem_args:
-        raise ValueError(
-            "problem_args is only valid when problem is a factory (a callable returning a Problem)"
-        )
-    if not _is_problem(obj):
-        raise TypeError(
-            f"problem must be a dnnsat.Problem, a factory returning one, or an import path 'pkg.module:attr' "
-            f"to either; got {type(obj).__name__}"
-        )
-    return obj
-
-
-def _create_base_tuner(base_tuner: Any, base_args: Mapping[str, Any]) -> Tuner:
-    """Instantiate the base tuner from a built-in/registered name, an import path, a class or an instance."""
-    if isinstance(base_tuner, Tuner):
-        if base_args:
-            raise ValueError("base_args cannot be given together with a tuner instance")
-        return base_tuner
-    if isinstance(base_tuner, str):
-        from nni.tools.package_utils import config_manager, tuner_factory
-
-        meta = config_manager.get_algo_meta(base_tuner)
-        if meta is not None:
-            if meta.algo_type != "tuner" or meta.is_advisor:
-                raise ValueError(
-                    f"base_tuner {base_tuner!r} is an NNI {'advisor' if meta.is_advisor else 'assessor'};"
-                    " only tuners can be wrapped"
-                )
-            if meta.class_name == _THIS_CLASS:
-                raise ValueError(f"base_tuner {base_tuner!r} is DnnSATTuner itself; name the tuner to wrap")
-            return tuner_factory.create_builtin_class_instance(base_tuner, dict(base_args), "tuners")  # type: ignore[no-any-return]
-        if ":" not in base_tuner and "." not in base_tuner:
-            names = sorted(m.name for m in config_manager.get_all_algo_meta() if m.algo_type == "tuner")
-            raise ValueError(f"unknown base_tuner {base_tuner!r}; built-in/registered tuners: {names}")
-        base_tuner = _import_attr(base_tuner)
-    if isinstance(base_tuner, type):
-        if base_tuner.__module__ + "." + base_tuner.__qualname__ == _THIS_CLASS or base_tuner is DnnSATTuner:
-            raise ValueError("base_tuner cannot be DnnSATTuner itself")
-        instance = base_tuner(**dict(base_args))
-        if not hasattr(instance, "generate_parameters") and not hasattr(
-            instance, "generate_multiple_parameters"
-        ):
-            raise TypeError(f"{base_tuner.__name__} is not an NNI tuner")
-        return instance  # type: ignore[no-any-return]
-    raise TypeError(f"base_tuner must be a tuner name, import path, class or instance; got {base_tuner!r}")
-
-
-def _optimize_mode(base: Any, base_args: Mapping[str, Any]) -> str:
-    """``"maximize"``/``"minimize"`` as the base tuner sees it (TPE/Anneal/Evolution store ``optimize_mode``,
-    GP ``_optimize_mode``, both ``nni.utils.OptimizeMode``); ``"maximize"`` for tuners without one."""
-    for value in (
-        getattr(base, "optimize_mode", None),
-        getattr(base, "_optimize_mode", None),
-        base_args.get("optimize_mode"),
-    ):
-        value = getattr(value, "value", value)
-        if value in ("maximize", "minimize"):
-            return str(value)
-    return "maximize"
 
 
 def _is_batch_tuner(base: Any) -> bool:
     from nni.algorithms.hpo.batch_tuner import BatchTuner
 
     return isinstance(base, BatchTuner)
-
-
-# -- helpers ------------------------------------------------------------------------------------------
-
-
-def _plain(x: Any) -> Any:
-    """Numpy scalars (Evolution and GP return them) -> Python scalars, recursively."""
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, Mapping):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_plain(v) for v in x]
-    return x
 
 
 def _scalar(value: Any) -> float | None:
@@ -252,36 +76,6 @@ def _scalar(value: Any) -> float | None:
         return None
     v = float(value)
     return v if math.isfinite(v) else None
-
-
-def _key(config: Mapping[str, Any]) -> str:
-    return json.dumps(_plain(dict(config)), sort_keys=True, default=repr)
-
-
-def _describe(param: Any) -> str:
-    if param.is_finite:
-        vals = list(param.values())
-        shown = vals if len(vals) <= 8 else [*vals[:3], "...", *vals[-2:]]
-        return f"{len(vals)} values {shown}"
-    return f"Float({param.low}, {param.high}, log={param.log})"
-
-
-def _same_domain(a: Any, b: Any) -> bool:
-    if a.is_finite != b.is_finite:
-        return False
-    if a.is_finite:
-        va, vb = list(a.values()), list(b.values())
-        return len(va) == len(vb) and all(
-            x == y
-            if isinstance(x, str | bool) or isinstance(y, str | bool) or x is None or y is None
-            else math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12)
-            for x, y in zip(va, vb)
-        )
-    return (
-        math.isclose(a.low, b.low, rel_tol=1e-9)
-        and math.isclose(a.high, b.high, rel_tol=1e-9)
-        and bool(a.log) == bool(b.log)
-    )
 
 
 # -- bookkeeping ---------------------------------------------------------------------------------------
@@ -299,21 +93,12 @@ class _Launched:
 
 
 @dataclass
-class _Batch:
-    """BatchTuner's layout: one ``choice`` key whose values are whole parameter sets. NNI hands the chosen
-    value to the trial as it is; a value that is not a dict is the value of that key (``{key: value}``)."""
-
-    key: str
-    written: dict[str, Any]  # config key -> the value as written in the search space
-
-
-@dataclass
 class TunerStats:
     """Counters of what the wrapper did (see ``DnnSATTuner.stats``)."""
 
     proposals: int = 0  # configurations asked from the base tuner
     feasible: int = 0  # proposals that were feasible as proposed
-    repaired: int = 0  # infeasible proposals replaced by problem.repair
+    repaired: int = 0  # infeasible proposals replaced by their repair
     float_repairs: int = 0  # repaired proposals in which a continuous Float value moved
     rejected: int = 0  # proposals discarded (reject mode, or unrepairable) and penalised
     duplicates: int = 0  # proposals equal to an already launched configuration (dedup on)
@@ -382,10 +167,9 @@ class DnnSATTuner(Tuner):
         self.max_attempts = int(max_attempts)
         self.dedup = None if dedup is None else bool(dedup)
         self.penalty = None if penalty is None else float(penalty)
-        self._base_args = dict(base_args or {})
-        self._adapt_base_args(base_tuner)
-        self.base: Tuner = _create_base_tuner(base_tuner, self._base_args)
-        self.optimize_mode = _optimize_mode(self.base, self._base_args)
+        self._base_args = adapt_base_args(base_tuner, base_args or {})
+        self.base: Tuner = create_base_tuner(base_tuner, self._base_args)
+        self.optimize_mode = optimize_mode(self.base, self._base_args)
         self.stats = TunerStats()
         self._rng = np.random.default_rng(seed)
         self._dedup = bool(dedup)  # effective dedup, set by update_search_space
@@ -393,7 +177,8 @@ class DnnSATTuner(Tuner):
         self._nni_space: dict[str, Any] | None = None  # the experiment's search space
         self._base_space: dict[str, Any] | None = None  # what the base tuner got (pruned)
         self._pruned: Any = None  # the dnnsat Space whose NNI form the base tuner got
-        self._batch: _Batch | None = None  # BatchTuner's layout
+        self._guard = self.problem.guard()  # the pruned space, its witnesses and caches, repairs
+        self._batch: BatchLayout | None = None  # BatchTuner's layout
         self._problem_keys: list[str] = []  # top-level NNI keys that belong to the problem
         self._exhausted: str | None = None  # reason, once nothing more can be generated
         self._trials: dict[int, _Launched] = {}  # NNI parameter id -> launched trial
@@ -414,37 +199,6 @@ class DnnSATTuner(Tuner):
             self.optimize_mode,
         )
 
-    # -- NNI 3.0 compatibility --------------------------------------------------------------------
-    def _adapt_base_args(self, base_tuner: Any) -> None:
-        # NNI 3.0's GP tuner calls scipy.optimize.minimize with a 2-D x0, which current SciPy rejects;
-        # with selection_num_starting_points=0 it maximises the acquisition by random sampling only.
-        gp = isinstance(base_tuner, str) and base_tuner.lower() in ("gp", "gptuner")
-        if gp and "selection_num_starting_points" not in self._base_args:
-            self._base_args["selection_num_starting_points"] = 0
-            _log.warning(
-                "GP: selection_num_starting_points set to 0 (NNI 3.0's L-BFGS step fails with "
-                "current SciPy); the acquisition is maximised over random samples"
-            )
-
-    def _adapt_space(self, space: dict[str, Any]) -> dict[str, Any]:
-        # NNI 3.0's GP samples randint with size=1 arrays, which numpy 2 cannot store in a scalar slot:
-        # give it the same integers as a numeric choice.
-        if type(self.base).__name__ == "GPTuner":
-            return {
-                k: {"_type": "choice", "_value": list(range(int(s["_value"][0]), int(s["_value"][1])))}
-                if isinstance(s, Mapping) and s.get("_type") == "randint"
-                else s
-                for k, s in space.items()
-            }
-        return space
-
-    def _after_base_generate(self, base_id: int) -> None:
-        # NNI 3.0's hyperopt wrapper (Anneal, TPE_legacy) keeps numpy scalars from quniform in its
-        # history and later compares them with [] (an error with numpy 2): store Python scalars.
-        total = getattr(self.base, "total_data", None)
-        if isinstance(total, dict) and base_id in total:
-            total[base_id] = _plain(total[base_id])
-
     # -- search space -----------------------------------------------------------------------------
     def update_search_space(self, search_space: Mapping[str, Any]) -> None:
         """Check the experiment's space against the problem and give the base tuner the pruned space.
@@ -460,7 +214,7 @@ class DnnSATTuner(Tuner):
             if _is_batch_tuner(self.base):
                 self._update_batch_space(space)
                 return
-            self._check_space(space)
+            self._problem_keys = check_space(self.problem, space)
             self._nni_space = space
             if self.problem.is_empty():
                 self._set_empty()
@@ -469,14 +223,14 @@ class DnnSATTuner(Tuner):
             self._dedup = self.dedup if self.dedup is not None else not passthrough
             if passthrough:  # the base tuner sees the experiment as is
                 self._pruned = self.problem.space
-                base_space = space
+                base = space
                 _log.info(
                     "DnnSAT: no constraint can bind; %s gets the search space as is", type(self.base).__name__
                 )
             else:
-                self._pruned = self.problem.prune()
-                base_space = self._base_space_from(space, self._pruned.to_nni())
-            self._base_space = self._adapt_space(base_space)
+                self._pruned = self._guard.pruned
+                base, self._problem_keys = base_space(self.problem, self._pruned, space, self._problem_keys)
+            self._base_space = adapt_space(self.base, base)
             _log.info(
                 "DnnSAT: pruned search space given to %s: %s",
                 type(self.base).__name__,
@@ -484,135 +238,17 @@ class DnnSATTuner(Tuner):
             )
             self._start_base()
 
-    def _check_space(self, space: Mapping[str, Any]) -> None:
-        """Raise ``ValueError`` naming the parameter when ``space`` does not carry the problem's domains."""
-        from dnnsat import Space
-
-        expected = self.problem.space.to_nni()
-        self._problem_keys = [k for k in space if k in expected]
-        missing = [k for k in expected if k not in space]
-        if missing:
-            raise ValueError(
-                f"NNI search space lacks problem parameter(s) {missing}; the problem's space is "
-                f"{json.dumps(expected)}"
-            )
-        # both sides read by the same NNI reader, so names agree also where the problem's own names differ
-        # from NNI's (a child active under several values of its parent is one key in several branches)
-        try:
-            got = Space.from_nni({k: space[k] for k in self._problem_keys})
-        except Exception as err:
-            raise ValueError(f"NNI search space cannot be read for the problem's parameters: {err}") from err
-        read = Space.from_nni(expected)
-        for name in read.names:
-            want = self.problem.space[name] if name in self.problem.space else read[name]
-            if name not in got.names:
-                raise ValueError(f"NNI search space: problem parameter {name!r} is missing")
-            if not _same_domain(got[name], want):
-                raise ValueError(
-                    f"NNI search space: parameter {name!r} has {_describe(got[name])}, "
-                    f"but the problem's domain has {_describe(want)}"
-                )
-            if (got[name].condition or None) != (read[name].condition or None):
-                raise ValueError(
-                    f"NNI search space: parameter {name!r} is active under {got[name].condition}, "
-                    f"but in the problem under {read[name].condition}"
-                )
-        for name in got.names:
-            if name not in read.names:
-                raise ValueError(f"NNI search space: parameter {name!r} is not in the problem's space")
-        extras = [k for k in space if k not in expected]
-        if extras:
-            _log.info("NNI parameters %s are not in the problem; passed through unchecked", extras)
-
-    def _base_space_from(self, space: Mapping[str, Any], pruned: Mapping[str, Any]) -> dict[str, Any]:
-        """The experiment's space with the problem's entries replaced by their pruned form, each written in
-        the experiment's own ``_type`` where that expresses the pruned domain exactly (a narrowed
-        ``qloguniform`` stays log-scaled for the base tuner), else in dnnsat's NNI form."""
-        self._problem_keys += [k for k in pruned if k not in self._problem_keys]
-        base_space: dict[str, Any] = {}
-        for k in space:
-            if k in self._problem_keys:
-                if k in pruned:
-                    base_space[k] = self._in_own_form(k, space[k], pruned[k])
-            else:
-                base_space[k] = space[k]
-        for k in pruned:  # a pruned space may restructure conditional parameters
-            base_space.setdefault(k, pruned[k])
-        return base_space
-
-    def _in_own_form(self, name: str, spec: Any, pruned_spec: Any) -> Any:
-        """``spec`` narrowed to the pruned domain of ``name`` in its own ``_type``, or ``pruned_spec``."""
-        from dnnsat import Space
-
-        t, v = spec.get("_type"), spec.get("_value")
-        if name not in self._pruned or not isinstance(v, list) or any(isinstance(c, Mapping) for c in v):
-            return pruned_spec  # nested choices: the pruned space's own structure
-        domain = self._pruned[name]
-        if _same_domain(domain, self.problem.space[name]):
-            return spec
-        values = list(domain.values()) if domain.is_finite else []
-        if t == "choice":
-            new: list[Any] = [c for c in v if any(type(c) is type(x) and c == x for x in values)]
-        elif t in ("uniform", "loguniform", "randint", "quniform", "qloguniform"):
-            lo, hi = (min(values), max(values)) if domain.is_finite else (domain.low, domain.high)
-            new = [lo, hi + 1] if t == "randint" else [lo, hi, *v[2:]]
-        else:
-            return pruned_spec
-        candidate = {"_type": t, "_value": _plain(new)}
-        try:
-            same = _same_domain(Space.from_nni({name: candidate})[name], domain)
-        except Exception:  # e.g. a narrowed range NNI cannot state
-            same = False
-        return candidate if same else pruned_spec
-
     def _update_batch_space(self, space: Mapping[str, Any]) -> None:
         """BatchTuner: every value of the one ``choice`` is a parameter set; keep the feasible ones."""
-        spec = next(iter(space.values())) if len(space) == 1 else None
-        if (
-            not isinstance(spec, Mapping)
-            or spec.get("_type") != "choice"
-            or not isinstance(spec.get("_value"), list)
-        ):
-            raise ValueError(
-                "BatchTuner's search space is one 'choice' key whose values are parameter sets, e.g. "
-                "{'combined': {'_type': 'choice', '_value': [{'lr': 0.1, 'batch_size': 32}, ...]}}; "
-                f"got {json.dumps(dict(space), default=repr)[:300]}"
-            )
-        key = next(iter(space))
-        self._batch = batch = _Batch(key, {})
         self._problem_keys = list(self.problem.space.to_nni())
         self._nni_space = dict(space)
         self._pruned = self.problem.space
         self._dedup = self.dedup if self.dedup is not None else not self.problem.always_feasible()
-        kept: list[Any] = []
-        dropped: list[int] = []
-        for i, written in enumerate(spec["_value"]):
-            try:
-                config, extras = self._split(written, layout=self.problem.space)
-            except Exception as err:
-                raise ValueError(
-                    f"BatchTuner: parameter set {i} of {key!r} ({written!r}) does not fit the problem's "
-                    f"space: {err}"
-                ) from None
-            k = _key({**config, **extras})
-            if self._dedup and k in batch.written:
-                continue
-            if self.problem.check(config).feasible:
-                batch.written[k] = written
-                kept.append(written)
-            else:
-                dropped.append(i)
-        if dropped:
-            _log.warning(
-                "DnnSAT: BatchTuner: dropped %d of %d parameter sets that violate the constraints: %s",
-                len(dropped),
-                len(spec["_value"]),
-                dropped,
-            )
-        if not kept:
+        read = functools.partial(self._split, layout=self.problem.space)
+        self._batch, self._base_space = batch_layout(self.problem, space, read, self._dedup)
+        if self._base_space is None:
             self._set_empty("none of BatchTuner's parameter sets is feasible")
             return
-        self._base_space = {key: {**spec, "_value": kept}}
         self._start_base()
 
     def _set_empty(self, reason: str | None = None) -> None:
@@ -691,7 +327,7 @@ class DnnSATTuner(Tuner):
             self._waiting[base_id] = parameter_id
             _log.info("DnnSAT: base tuner %s has no more parameters", type(self.base).__name__)
             raise nni.NoMoreTrialError("base tuner has no more parameters")
-        self._after_base_generate(base_id)
+        after_base_generate(self.base, base_id)
         self.stats.proposals += 1
         return out[0]
 
@@ -730,10 +366,10 @@ class DnnSATTuner(Tuner):
         if not isinstance(raw, Mapping):
             raise TypeError(f"expected a dict of parameters, got {type(raw).__name__}")
         layout = self._pruned if layout is None else layout
-        plain = _plain(raw)
-        config = config_from_nni(layout, plain)
+        values = plain(raw)
+        config = config_from_nni(layout, values)
         config = dict(self.problem.space.validate(config))
-        extras = {k: v for k, v in plain.items() if k not in self._problem_keys}
+        extras = {k: v for k, v in values.items() if k not in self._problem_keys}
         return config, extras
 
     def _to_nni(self, full: Mapping[str, Any]) -> Any:
@@ -742,7 +378,7 @@ class DnnSATTuner(Tuner):
         from dnnsat._space_io import config_to_nni
 
         if self._batch is not None:
-            return self._batch.written[_key(full)]
+            return self._batch.written[config_key(full)]
         extras = {k: v for k, v in full.items() if k not in self.problem.space}
         nested = config_to_nni(self.problem.space, {k: v for k, v in full.items() if k in self.problem.space})
         assert self._nni_space is not None
@@ -750,7 +386,7 @@ class DnnSATTuner(Tuner):
             k: nested[k] if k in nested else extras[k] for k in self._nni_space if k in nested or k in extras
         }
         out.update({k: v for k, v in extras.items() if k not in out})  # e.g. PBT's checkpoint directories
-        return _plain(out)
+        return plain(out)
 
     def _to_base(self, full: Mapping[str, Any]) -> dict[str, Any]:
         """A flat config (+ extras) -> parameters in the structure of the base tuner's (pruned) space."""
@@ -759,7 +395,7 @@ class DnnSATTuner(Tuner):
         names = self.problem.space.names
         nested = config_to_nni(self._pruned, {k: v for k, v in full.items() if k in names})
         nested.update({k: v for k, v in full.items() if k not in names})
-        return _plain(nested)  # type: ignore[no-any-return]
+        return plain(nested)  # type: ignore[no-any-return]
 
     def _vet(self, base_id: int, raw: Any, force_repair: bool = False) -> dict[str, Any] | None:
         """The configuration to launch for this proposal, or ``None`` after closing it in the base tuner."""
@@ -775,7 +411,7 @@ class DnnSATTuner(Tuner):
         if verdict.feasible:
             self.stats.feasible += 1
         elif self.mode == "repair" or force_repair:
-            fixed = self.problem.repair(config)
+            fixed = self._guard.repair(config)
             if fixed is None:
                 _log.debug("DnnSAT: proposal %s cannot be repaired; discarded", config)
                 self._close_discarded(base_id, raw)
@@ -793,7 +429,7 @@ class DnnSATTuner(Tuner):
             self.stats.rejected += 1
             return None
         full = {**config, **extras}
-        launched = self._by_config.get(_key(full)) if self._dedup else None
+        launched = self._by_config.get(config_key(full)) if self._dedup else None
         self._base_raw[base_id] = raw
         self._last_full = full
         if launched is not None:
@@ -808,7 +444,7 @@ class DnnSATTuner(Tuner):
     def _launch(self, parameter_id: int, base_id: int | None, full: dict[str, Any]) -> Any:
         launched = _Launched(parameter_id, base_id)
         self._trials[parameter_id] = launched
-        self._by_config.setdefault(_key(full), launched)
+        self._by_config.setdefault(config_key(full), launched)
         self.stats.launched += 1
         return self._to_nni(full)
 
@@ -820,10 +456,11 @@ class DnnSATTuner(Tuner):
         try:
             candidates = self.problem.sample(32, seed=int(self._rng.integers(2**31)))
         except ValueError:  # continuous Floats in constraints: sample draws finite parameters only
-            candidates = self._redrawn_floats(32)
+            last = self._last_full
+            candidates = [] if last is None else self._guard.redraw_floats(last, 32, self._rng)
         for config in candidates:
             full = {**dict(config), **self._last_extras}
-            if _key(full) not in self._by_config:
+            if config_key(full) not in self._by_config:
                 return full
         for config in self._enumerate_unlaunched():
             return config
@@ -836,36 +473,12 @@ class DnnSATTuner(Tuner):
         _log.info("DnnSAT: %s", self._exhausted)
         return None
 
-    def _redrawn_floats(self, n: int) -> list[dict[str, Any]]:
-        """Up to ``n`` feasible variants of the last proposal, each with one continuous ``Float`` redrawn
-        uniformly (in its own scale) from the values that keep the rest feasible."""
-        if self._last_full is None:
-            return []
-        space = self.problem.space
-        config = {k: v for k, v in self._last_full.items() if k in space}
-        spans: list[tuple[str, float, float]] = []  # (name, low, high) in the parameter's own scale
-        for name in (k for k in config if not space[k].is_finite):
-            scale = math.log if space[name].log else float
-            given = {k: v for k, v in config.items() if k != name}
-            spans += [(name, scale(lo), scale(hi)) for lo, hi in self.problem.feasible_intervals(name, given)]
-        widths = np.array([hi - lo for _, lo, hi in spans])
-        if not spans or widths.sum() <= 0:
-            return []
-        out: list[dict[str, Any]] = []
-        for i in self._rng.choice(len(spans), size=n, p=widths / widths.sum()):
-            name, lo, hi = spans[int(i)]
-            t = float(self._rng.uniform(lo, hi))
-            candidate = {**config, name: math.exp(t) if space[name].log else t}
-            if self.problem.check(candidate).feasible:
-                out.append(candidate)
-        return out
-
     def _enumerate_unlaunched(self) -> Iterator[dict[str, Any]]:
         if not all(self.problem.space[n].is_finite for n in self.problem.space.names):
             return
         for config in self.problem.enumerate(limit=len(self._by_config) + 1):
             full = {**dict(config), **self._last_extras}
-            if _key(full) not in self._by_config:
+            if config_key(full) not in self._by_config:
                 yield full
 
     # -- results -----------------------------------------------------------------------------------
@@ -955,7 +568,7 @@ class DnnSATTuner(Tuner):
                 as_base = trial["parameter"] if self._batch is not None else self._to_base(full)
                 accepted.append({**trial, "parameter": as_base})
                 self._by_config.setdefault(
-                    _key(full), _Launched(None, None, trial.get("value"), "value" in trial, True)
+                    config_key(full), _Launched(None, None, trial.get("value"), "value" in trial, True)
                 )
                 scalar = _scalar(trial.get("value"))
                 if scalar is not None:
@@ -966,37 +579,8 @@ class DnnSATTuner(Tuner):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _on_exit(self) -> None:
-        _log.info("DnnSAT: tuner statistics %s", self.stats.as_dict())
+        _log.info("DnnSAT: tuner statistics %s; guard %s", self.stats.as_dict(), self._guard.stats)
         self.base._on_exit()
 
     def _on_error(self) -> None:
         self.base._on_error()
-
-
-class DnnSATClassArgsValidator(ClassArgsValidator):
-    """Validates ``classArgs`` of the registered ``DnnSAT`` tuner (used by ``nnictl`` v1 configs)."""
-
-    _KEYS = {
-        "problem": (str,),
-        "problem_args": (dict,),
-        "base_tuner": (str,),
-        "base_args": (dict,),
-        "mode": (str,),
-        "penalty": (int, float),
-        "max_attempts": (int,),
-        "dedup": (bool, type(None)),
-        "seed": (int,),
-    }
-
-    def validate_class_args(self, **kwargs: Any) -> None:
-        if "problem" not in kwargs:
-            raise ValueError("DnnSAT classArgs need 'problem': an import path 'pkg.module:attr'")
-        for key, value in kwargs.items():
-            if key not in self._KEYS:
-                raise ValueError(f"DnnSAT classArgs: unknown key {key!r}; known: {sorted(self._KEYS)}")
-            if not isinstance(value, self._KEYS[key]) or (key != "dedup" and isinstance(value, bool)):
-                raise ValueError(
-                    f"DnnSAT classArgs: {key!r} must be {' or '.join(t.__name__ for t in self._KEYS[key])}"
-                )
-        if kwargs.get("mode", "repair") not in MODES:
-            raise ValueError(f"DnnSAT classArgs: mode must be one of {MODES}")

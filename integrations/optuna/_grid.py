@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dnnsat import Problem
+    from optuna.distributions import BaseDistribution
+    from optuna.study import Study
+    from optuna.trial import FrozenTrial
 
-__all__ = ["FeasibleGrid", "feasible_grid"]
+    from dnnsat import Problem
+    from dnnsat._guard import Guard
+
+__all__ = ["FeasibleGrid", "GridPlanner", "feasible_grid"]
+
+_Key = tuple[tuple[str, Any], ...]
 
 
 class FeasibleGrid(dict[str, list[Any]]):
@@ -66,11 +75,7 @@ def feasible_grid(
             "narrow it with given={name: [values]} or raise limit"
         )
 
-    order = list(space.conditional_order)
-    if not any(space[n].condition for n in order) and all(space[n].is_finite for n in order):
-        configs = _vectorized(problem, box)
-    else:
-        configs = _forward_checked(problem, box)
+    configs = problem.guard().feasible_configs(box)
     if not configs:
         raise ValueError(f"feasible_grid: no feasible configuration in the grid box {box}")
     grid = FeasibleGrid()
@@ -81,50 +86,125 @@ def feasible_grid(
     return grid
 
 
-def _vectorized(problem: Problem, box: dict[str, list[Any]], chunk: int = 200_000) -> list[dict[str, Any]]:
-    """Every feasible point of the box, checked in vectorized chunks (unconditional spaces)."""
-    import numpy as np
+class GridPlanner:
+    """What ``DnnSATSampler`` does with GridSampler: one feasible, unvisited grid point per trial.
 
-    names = list(box)
-    sizes = [len(box[n]) for n in names]
-    total = math.prod(sizes)
-    out: list[dict[str, Any]] = []
-    for start in range(0, total, chunk):
-        flat = np.arange(start, min(total, start + chunk))
-        idx = np.unravel_index(flat, sizes)
-        columns = {n: np.asarray(box[n], dtype=object)[i] for n, i in zip(names, idx)}
-        ok = problem.check_batch({n: np.array(c.tolist()) for n, c in columns.items()})
-        for r in np.flatnonzero(ok):
-            out.append({n: columns[n][r] for n in names})
-    return out
+    GridSampler fixes the whole point in ``before_trial`` (system attributes ``grid_id`` and
+    ``search_space``), so per-parameter repairs would create duplicates and leave infeasible grid
+    points unvisited forever. Instead an infeasible or already visited point is swapped for the
+    closest unvisited feasible config of the same grid, and the study stops once none is left.
+    """
 
+    def __init__(self, problem: Problem) -> None:
+        self._problem = problem
+        self._space = problem.space
+        self._names = frozenset(self._space.names)
+        self._conditional = any(self._space[n].condition for n in self._space.names)
+        self._lock = threading.Lock()
+        self._cache: dict[str, list[dict[str, Any]] | None] = {}
 
-def _forward_checked(problem: Problem, box: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Depth-first over the space with forward checking (conditional spaces, continuous values)."""
-    space = problem.space
-    order = list(space.conditional_order)
-    configs: list[dict[str, Any]] = []
+    def point(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        grid: Mapping[str, list[Any]],
+        guard: Guard,
+        propose: Callable[[Mapping[str, BaseDistribution]], dict[str, Any]],
+        repair: Callable[[dict[str, Any], Mapping[str, BaseDistribution]], dict[str, Any] | None],
+        running: Mapping[int, Mapping[str, Any]],
+    ) -> tuple[dict[str, Any] | None, bool, float | None]:
+        """(config, kept, repair steps) of a grid trial; None when the grid does not cover the problem
+        (then each parameter is checked on its own).
 
-    def walk(i: int, partial: dict[str, Any]) -> None:
-        while i < len(order) and not space.is_active(order[i], partial):
-            i += 1
-        if i == len(order):
-            configs.append(dict(partial))
+        ``propose`` asks the base sampler for the grid point, ``repair`` repairs a config within the
+        grid's values, ``running`` maps the ids of running trials to their decided points. ``kept``:
+        the base sampler's point is used; repair steps (None unless the point was swapped for the
+        closest unvisited feasible one) count positions moved.
+        """
+        from optuna.distributions import CategoricalDistribution
+
+        configs = self._configs(grid)
+        if configs is None:
+            return None, False, None
+        dists = {k: CategoricalDistribution(v) for k, v in grid.items() if v}
+        point = propose(dists)
+        known = guard.clean(point)
+        visited = self._visited(study, trial, set(known), guard, running)
+        key = self._key(known)
+        if key in {self._key(c) for c in configs} and key not in visited:
+            return point, True, None
+        fresh = [c for c in configs if self._key(c) not in visited]
+        if fresh:
+            best = min(fresh, key=lambda c: self._distance(guard, known, c))
+            return {**point, **best}, False, self._distance(guard, known, best)[1]
+        if not guard.is_extendable(known):
+            known = repair(known, dists) or known
+        with contextlib.suppress(RuntimeError):
+            study.stop()  # every feasible grid config has been visited
+        return {**point, **known}, False, None
+
+    def stop_if_done(
+        self, study: Study, trial: FrozenTrial, guard: Guard, running: Mapping[int, Mapping[str, Any]]
+    ) -> None:
+        """Stop the study once every feasible config of the trial's grid has been evaluated."""
+        grid = trial.system_attrs.get("search_space")
+        configs = self._configs(grid) if isinstance(grid, dict) else None
+        if not configs:
             return
-        name = order[i]
-        param = space[name]
-        if param.is_finite:
-            feasible = problem.feasible_values(name, dict(partial))
-            encoded = {param.encode(v) for v in feasible}
-            candidates = [v for v in box[name] if param.encode(v) in encoded]
-        else:
-            candidates = box[name]
-        for value in candidates:
-            partial[name] = value
-            walk(i + 1, partial)
-            del partial[name]
+        names = set(configs[0])
+        visited = self._visited(study, trial, names, guard, running)
+        visited.add(self._key(guard.clean({k: v for k, v in trial.params.items() if k in names})))
+        if all(self._key(c) in visited for c in configs):
+            with contextlib.suppress(RuntimeError):  # outside study.optimize (ask/tell): nothing to stop
+                study.stop()
 
-    walk(0, {})
-    if any(not space[n].is_finite for n in order):  # continuous values are not forward-checked
-        configs = [c for c in configs if problem.check(c).feasible]
-    return configs
+    def _configs(self, grid: Mapping[str, list[Any]]) -> list[dict[str, Any]] | None:
+        """Feasible configs of a GridSampler grid; None unless it spans every problem parameter."""
+        key = repr(sorted((k, list(v)) for k, v in grid.items()))
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        hit: list[dict[str, Any]] | None = None
+        if not self._conditional and all(k in grid for k in self._space.names):
+            try:
+                hit = feasible_grid(
+                    self._problem, {k: grid[k] for k in self._space.names}, limit=10**7
+                ).configs
+            except ValueError:
+                hit = None  # empty or huge: fall back to parameter-wise forward checking
+        with self._lock:
+            self._cache[key] = hit
+        return hit
+
+    def _key(self, config: Mapping[str, Any]) -> _Key:
+        return tuple(sorted((k, self._space[k].encode(v)) for k, v in config.items() if k in self._names))
+
+    def _visited(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        names: set[str],
+        guard: Guard,
+        running: Mapping[int, Mapping[str, Any]],
+    ) -> set[_Key]:
+        from optuna.trial import TrialState
+
+        states = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+        out = set()
+        for t in study._storage.get_all_trials(study._study_id, deepcopy=False, states=states):
+            if t._trial_id == trial._trial_id:
+                continue
+            params = (running.get(t._trial_id) if t.state == TrialState.RUNNING else None) or t.params
+            out.add(self._key(guard.clean({k: v for k, v in params.items() if k in names})))
+        return out
+
+    def _distance(self, guard: Guard, a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[int, float]:
+        changed, steps = 0, 0.0
+        for k in set(a) | set(b):
+            if k not in a or k not in b:
+                changed += 1
+                steps += 1.0
+            elif self._space[k].encode(a[k]) != self._space[k].encode(b[k]):
+                changed += 1
+                steps += guard.steps(k, a[k], b[k])
+        return changed, steps

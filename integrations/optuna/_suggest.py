@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dnnsat._guard import Within, same_choice
+
 if TYPE_CHECKING:
     import optuna
     from optuna.distributions import BaseDistribution
@@ -11,7 +13,7 @@ if TYPE_CHECKING:
     from dnnsat import Problem, Space
     from dnnsat.space import Param
 
-__all__ = ["distribution", "distributions", "suggest"]
+__all__ = ["as_distribution_value", "distribution", "distributions", "suggest", "within"]
 
 
 def _as_space(space_or_problem: Space | Problem) -> Space:
@@ -71,3 +73,30 @@ def _suggest_public(trial: optuna.trial.BaseTrial, name: str, dist: BaseDistribu
     if isinstance(dist, CategoricalDistribution):
         return trial.suggest_categorical(name, dist.choices)
     raise TypeError(f"unsupported distribution {dist!r}")
+
+
+def within(dist: BaseDistribution) -> Within:
+    """The values an Optuna distribution holds, for :meth:`dnnsat.Guard.decide` (no values: an empty
+    range)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return Within(choices=tuple(dist.choices))
+    if isinstance(dist, IntDistribution):
+        return Within(dist.low, dist.high, dist.step, log=dist.log, integer=True)
+    if isinstance(dist, FloatDistribution):
+        return Within(dist.low, dist.high, dist.step, log=dist.log)
+    return Within()
+
+
+def as_distribution_value(dist: BaseDistribution, value: Any) -> Any:
+    """The (problem-domain) value in the Python type the distribution returns (int, float or the choice)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return next((c for c in dist.choices if same_choice(c, value)), value)
+    if isinstance(dist, IntDistribution):
+        return int(value)
+    if isinstance(dist, FloatDistribution):
+        return float(value)
+    return value
