@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from ._pickling import RebuiltOnUnpickle
+
 if TYPE_CHECKING:
     from .problem import Problem
     from .space import Param, Space
@@ -221,7 +223,7 @@ def _problem_caches(problem: Problem, size: int) -> tuple[_LRU[Any], _LRU[Any]]:
         return hit[1], hit[2]
 
 
-class Guard:
+class Guard(RebuiltOnUnpickle):
     """Incremental, exact decisions over a problem's pruned space (see :meth:`Problem.guard`).
 
     Args:
@@ -234,6 +236,8 @@ class Guard:
         enumerate_limit: at most this many completions are checked by enumeration.
         cache_size: entries of the shared ``feasible_values``/``feasible_intervals`` caches.
     """
+
+    _unpickled = _UNPICKLED
 
     def __init__(
         self,
@@ -274,16 +278,6 @@ class Guard:
         self._local = threading.local()  # each thread's last witness
         self._pool: dict[str, np.ndarray] | None = None
         self._fv_cache, self._span_cache = _problem_caches(self.problem, self._cache_size)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for name in _UNPICKLED:
-            del state[name]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._reset()
 
     # -- the pruned space ---------------------------------------------------------------------------
     @property

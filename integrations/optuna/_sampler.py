@@ -32,6 +32,7 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from dnnsat._guard import DEFAULT_SEED, Guard
+from dnnsat._pickling import RebuiltOnUnpickle
 
 from ._cache import PrunedSpace, load_or_compute_pruned_space
 from ._grid import GridPlanner
@@ -49,7 +50,7 @@ _logger = logging.getLogger("dnnsat.integrations.optuna")
 #: Optuna 5 stores ``trial.set_constraint(key, value)`` as the trial system attribute ``constraints:<key>``.
 CONSTRAINT_ATTR_PREFIX = "constraints:"
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-#: Attributes bound to a process or a study: dropped by pickling, rebuilt by ``_reset_caches``.
+#: Attributes bound to a process or a study: dropped by pickling, rebuilt by ``_reset``.
 _UNPICKLED = ("_lock", "_pruned", "_trials", "_grid")
 
 
@@ -109,7 +110,7 @@ class _TrialState:
     base_s: float = 0.0
 
 
-class DnnSATSampler(BaseSampler):
+class DnnSATSampler(RebuiltOnUnpickle, BaseSampler):
     """Sampler wrapper that never proposes an infeasible configuration of ``problem``.
 
     Args:
@@ -127,6 +128,8 @@ class DnnSATSampler(BaseSampler):
         allow_problem_change: accept a study whose recorded problem fingerprint differs from this
             problem's (by default a different problem on the same study is refused).
     """
+
+    _unpickled = _UNPICKLED
 
     def __init__(
         self,
@@ -161,24 +164,14 @@ class DnnSATSampler(BaseSampler):
         self._always_feasible: bool | None = None  # problem.always_feasible(), asked once by prepare()
         self._warned: set[str] = set()
         self.stats = SamplerStats()
-        self._reset_caches()
+        self._reset()
 
-    def _reset_caches(self) -> None:
+    def _reset(self) -> None:
         """The lock and the state bound to a study or a process (rebuilt after unpickling)."""
         self._lock = threading.RLock()
         self._pruned: dict[tuple[int, int], tuple[PrunedSpace, Guard]] = {}
         self._trials: dict[int, _TrialState] = {}
         self._grid = GridPlanner(self._problem)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for name in _UNPICKLED:
-            del state[name]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._reset_caches()
 
     def __str__(self) -> str:
         return f"DnnSATSampler({self._base})"
