@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from ._pickling import RebuiltOnUnpickle
+from ._pickling import RebuiltOnUnpickle, SharedCounters
 
 if TYPE_CHECKING:
     from .problem import Problem
@@ -223,7 +223,7 @@ def _problem_caches(problem: Problem, size: int) -> tuple[_LRU[Any], _LRU[Any]]:
         return hit[1], hit[2]
 
 
-class Guard(RebuiltOnUnpickle):
+class Guard(RebuiltOnUnpickle, SharedCounters):
     """Incremental, exact decisions over a problem's pruned space (see :meth:`Problem.guard`).
 
     Args:
@@ -238,6 +238,7 @@ class Guard(RebuiltOnUnpickle):
     """
 
     _unpickled = _UNPICKLED
+    _log = _logger
 
     def __init__(
         self,
@@ -744,17 +745,6 @@ class Guard(RebuiltOnUnpickle):
                 return False
         self._bump(solver_calls=1)
         return bool(self.problem.is_extendable(partial))
-
-    def _bump(self, **deltas: float) -> None:
-        with self._lock:
-            for name, delta in deltas.items():
-                setattr(self.stats, name, getattr(self.stats, name) + delta)
-
-    def _warn_once(self, key: str, message: str) -> None:
-        with self._lock:
-            first = key not in self._warned
-            self._warned.add(key)
-        (_logger.warning if first else _logger.debug)(message)
 
 
 def _py(x: Any) -> Any:

@@ -652,12 +652,7 @@ class _Model:
             # become fp32 parameter gradients after its backward (ToCopyBackward)
             own = 2 if self.casts_weights(op) else None
             if k in gspans and self.roots[op.output].grad:
-                _, bw, bw_frozen = self.working_sets(op)
-                _, mixed_bw, mixed_frozen = self.mixed_sets(op)
-                if not self.input_grad(op):
-                    bw, mixed_bw = bw_frozen, mixed_frozen
-                if self.mixed:
-                    bw = maximum(bw + mixed_bw, 0)
+                bw = self.backward_set(op)
                 mine = where(op.gate, self.param_grad_bytes(op, own), 0)
                 live = unreleased[k] + recomputed.get(k, Const(0)) + grads + mine + sum_(gspans[k])
                 live = live + sum_(second[k])
@@ -880,6 +875,15 @@ class _Model:
             for k in sorted(i for i, blk in self.block_of.items() if blk == b):
                 running = out[k] = running + sum_(at.get(k, [])) + extras.pop(k, Const(0))
         return out
+
+    def backward_set(self, op: Node) -> Expr:
+        """Bytes of ``op``'s backward working set: without the input gradient when its input needs none,
+        plus the mixed-precision casts' (:meth:`mixed_sets`)."""
+        _, bw, bw_frozen = self.working_sets(op)
+        _, mixed_bw, mixed_frozen = self.mixed_sets(op)
+        if not self.input_grad(op):
+            bw, mixed_bw = bw_frozen, mixed_frozen
+        return maximum(bw + mixed_bw, 0) if self.mixed else bw
 
     def mixed_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
         """Transient bytes of ``node`` under mixed precision, as :meth:`working_sets`: the cast copies
@@ -1354,12 +1358,7 @@ def _plan(self: _Model, steps: int) -> AllocationPlan:
                 extra = [plan.slot() for _ in second.get(k, ())]
                 for s, e in zip(extra, second.get(k, ())):
                     plan.alloc(s, e, true)
-                _, bw, bw_frozen = self.working_sets(op)
-                _, mixed_bw, mixed_frozen = self.mixed_sets(op)
-                if not self.input_grad(op):
-                    bw, mixed_bw = bw_frozen, mixed_frozen
-                if self.mixed:
-                    bw = maximum(bw + mixed_bw, 0)
+                bw = self.backward_set(op)
                 tmp = plan.slot()
                 plan.alloc(tmp, bw + workspace(op), g)
                 plan.free(tmp)

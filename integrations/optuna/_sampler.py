@@ -32,7 +32,7 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from dnnsat._guard import DEFAULT_SEED, Guard
-from dnnsat._pickling import RebuiltOnUnpickle
+from dnnsat._pickling import RebuiltOnUnpickle, SharedCounters
 
 from ._cache import PrunedSpace, load_or_compute_pruned_space
 from ._grid import GridPlanner
@@ -110,7 +110,7 @@ class _TrialState:
     base_s: float = 0.0
 
 
-class DnnSATSampler(RebuiltOnUnpickle, BaseSampler):
+class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
     """Sampler wrapper that never proposes an infeasible configuration of ``problem``.
 
     Args:
@@ -130,6 +130,7 @@ class DnnSATSampler(RebuiltOnUnpickle, BaseSampler):
     """
 
     _unpickled = _UNPICKLED
+    _log = _logger
 
     def __init__(
         self,
@@ -457,21 +458,6 @@ class DnnSATSampler(RebuiltOnUnpickle, BaseSampler):
         st = self._trial(trial)
         st.wrapper_s += max(0.0, total - base)
         st.base_s += base
-
-    def _bump(self, **deltas: float) -> None:
-        """Add to counters of ``stats`` (threads share them)."""
-        with self._lock:
-            for name, delta in deltas.items():
-                setattr(self.stats, name, getattr(self.stats, name) + delta)
-
-    def _warn_once(self, key: str, message: str) -> None:
-        with self._lock:
-            first = key not in self._warned
-            self._warned.add(key)
-        if first:
-            _logger.warning(message)
-        else:
-            _logger.debug(message)
 
 
 def _same(guard: Guard, name: str, a: Any, b: Any) -> bool:
