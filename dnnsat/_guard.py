@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from ._pickling import RebuiltOnUnpickle, SharedCounters
+from .problem import _py
 
 if TYPE_CHECKING:
     from .problem import Problem
@@ -745,11 +746,6 @@ class Guard(RebuiltOnUnpickle, SharedCounters):
                 return False
         self._bump(solver_calls=1)
         return bool(self.problem.is_extendable(partial))
-
-
-def _py(x: Any) -> Any:
-    item = getattr(x, "item", None)
-    return item() if callable(item) else x
 
 
 def _is_number(value: Any) -> bool:

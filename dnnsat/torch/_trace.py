@@ -1280,10 +1280,7 @@ def _run(
             if not isinstance(module, nn.Module):
                 raise TraceError(f"build must return an nn.Module, got {type(module).__name__}")
             example = inputs(cfg)
-            xs = [
-                _input(tr, x, i)
-                for i, x in enumerate(example if isinstance(example, tuple | list) else (example,))
-            ]
+            xs = [_input(tr, x, i) for i, x in enumerate(_examples(example))]
             tr.names = {
                 id(m): n or "model" for n, m in reversed(list(module.named_modules(remove_duplicate=False)))
             }
@@ -1330,6 +1327,11 @@ def _raised_here(err: BaseException) -> bool:
         last = tb.tb_frame.f_code.co_filename
         tb = tb.tb_next
     return last == __file__
+
+
+def _examples(example: Any) -> Sequence[Any]:
+    """``inputs(cfg)``'s result as a sequence of inputs (tensors or shapes): one, or a tuple/list of them."""
+    return example if isinstance(example, tuple | list) else (example,)
 
 
 def _input(tr: _Trace, x: Any, i: int) -> STensor:
@@ -1725,8 +1727,7 @@ class TorchModel:
             with torch.device("meta"):
                 module = self.build(cfg)
                 xs = self.inputs(cfg)
-            xs = xs if isinstance(xs, tuple | list) else (xs,)
-            xs = tuple(torch.empty(*x, device="meta") if isinstance(x, tuple | torch.Size) else x for x in xs)
+            xs = [x if isinstance(x, torch.Tensor) else torch.empty(*x, device="meta") for x in _examples(xs)]
             empty = _EmptyTensors()
             with FlopCounterMode(display=False) as counter, empty:
                 module(*xs)
