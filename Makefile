@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.latency_accuracy
 	$(BIN)/python -m benchmarks.nasbench201
 	$(BIN)/python -m benchmarks.hpo
+	$(BIN)/python -m benchmarks.late_crash
 	-$(BIN)/python -m benchmarks.gpu_memory  # needs CUDA: says so and fails (ignored) elsewhere
 
 clean:

@@ -99,11 +99,11 @@ CALIBRATION = [
 ]
 
 
-def space() -> ds.Space:
+def space(batch_sizes: Sequence[int] = (16, 32, 64, 128, 256)) -> ds.Space:
     """The searched hyperparameters (lr is continuous and unconstrained: it passes through dnnsat)."""
     return ds.Space(
         {
-            "batch_size": ds.Categorical([16, 32, 64, 128, 256]),
+            "batch_size": ds.Categorical(list(batch_sizes)),
             "w1": ds.Int(8, 64, step=8),
             "depth": ds.Int(1, 3),
             "kernel": ds.Categorical([3, 5, 7]),
@@ -114,9 +114,10 @@ def space() -> ds.Space:
     )
 
 
-def build(v: Any, batch: Any = None) -> ds.Network:
-    """``depth`` x [conv(w1, kernel, same) + BN + ReLU], maxpool, conv3x3(w2) + BN + ReLU, maxpool, 2 dense;
-    input ``(batch, 1, 8, 8)`` with ``batch`` = the training ``batch_size`` unless given."""
+def build(v: Any, batch: Any = None, head_norm: bool = False) -> ds.Network:
+    """``depth`` x [conv(w1, kernel, same) + BN + ReLU], maxpool, conv3x3(w2) + BN + ReLU, maxpool, 2 dense
+    (with ``head_norm``, a BatchNorm after the first); input ``(batch, 1, 8, 8)`` with ``batch`` = the
+    training ``batch_size`` unless given."""
     net = ds.Network("digits_cnn")
     x = net.input((v.batch_size if batch is None else batch, 1, 8, 8))
 
@@ -126,7 +127,8 @@ def build(v: Any, batch: Any = None) -> ds.Network:
     x = conv(x, v.w1, v.kernel)
     x = net.maxpool2d(net.repeat(v.depth - 1, 2, lambda i, y: conv(y, v.w1, v.kernel), x), 2)
     x = net.maxpool2d(conv(x, v.w2, 3), 2)
-    x = net.relu(net.linear(net.flatten(x), v.fc))
+    x = net.linear(net.flatten(x), v.fc)
+    x = net.relu(net.batchnorm(x) if head_norm else x)
     return net.output(net.linear(x, 10))
 
 

@@ -15,6 +15,7 @@ BENCHMARKS = [
     "gpu_memory",
     "graph_perf",
     "hpo",
+    "late_crash",
     "latency_accuracy",
     "memory_accuracy",
     "memory_families",

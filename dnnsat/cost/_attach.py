@@ -117,7 +117,8 @@ def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
     exprs = cost_expressions(net, budget)
     for name, e in exprs.items():
         problem.add_cost(name, e)
-    checks = [(name, e) for name, e in net.checks(train) if not (e.is_const and e.value)]
+    checks = [(name, e) for name, e in net.checks(train) + _last_batch_checks(net, budget)]
+    checks = [(name, e) for name, e in checks if not (e.is_const and e.value)]
     if checks:
         from ..expr import interval
 
@@ -132,6 +133,24 @@ def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
         problem.require(exprs[name] <= limit, name=name)
     _require_reserved(problem, net, budget)
     return net
+
+
+def _last_batch_checks(net: Network, budget: Budget) -> list[tuple[str, Expr]]:
+    """With ``Budget(dataset_size=n)``: the training-only validity rules (BatchNorm's) that read a batch
+    variable, at the epoch's last batch, ``n - batch * ((n - 1) // batch)`` samples (1 to ``batch``);
+    named ``"<rule> (last batch of the epoch)"``."""
+    n = budget.dataset_size
+    if n is None:
+        return []
+    last = batch_values(net, lambda b: n - b * ((n - 1) // b), f"dataset_size={n}")
+    always = {name for name, _ in net.checks(train=False)}
+    out = []
+    for name, e in net.checks(train=True):
+        if name not in always and e.variables() & last.keys():
+            moved = substitute(e, last)
+            if moved is not e:
+                out.append((f"{name} (last batch of the epoch)", moved))
+    return out
 
 
 def _require_reserved(problem: Any, net: Network, budget: Budget) -> None:

@@ -44,7 +44,11 @@ class Budget:
     models whose input has no batch variable) feed the memory and latency models. ``latency_batch``
     (e.g. 1): the batch size the model is served at; ``latency`` is then the forward of that batch, not
     of the training batch (the network's batch variable, dim 0 of its inputs, set to it), while
-    ``memory`` and ``train_step_time`` stay at the training batch.
+    ``memory`` and ``train_step_time`` stay at the training batch. ``dataset_size`` (training samples
+    per epoch, e.g. 50000): the last batch of an epoch (a DataLoader's default ``drop_last=False``) has
+    ``dataset_size - batch * ((dataset_size - 1) // batch)`` samples; the network's training validity
+    rules are checked at that batch too (with 1297 samples and ``batch_size=16`` the last batch holds one
+    sample, and BatchNorm after the pooling or in a dense head raises at the end of the first epoch).
 
     ``margin`` (``0 <= margin < 1``, default 0): a safety margin on the estimated costs, ``memory`` and
     ``latency``: a configuration passes when its estimate is at most ``limit * (1 - margin)`` (with
@@ -77,6 +81,7 @@ class Budget:
     mode: str = "train"
     batch_size: int | None = None
     latency_batch: int | None = None
+    dataset_size: int | None = None
     margin: float = 0.0
     checkpoint: bool = False
     accumulation_steps: int = 1
@@ -97,6 +102,7 @@ class Budget:
         mode: str = "train",
         batch_size: int | None = None,
         latency_batch: int | None = None,
+        dataset_size: int | None = None,
         margin: float = 0.0,
         checkpoint: bool = False,
         accumulation_steps: int = 1,
@@ -120,6 +126,12 @@ class Budget:
             isinstance(latency_batch, bool) or not isinstance(latency_batch, int) or latency_batch < 1
         ):
             raise ValueError(f"Budget: latency_batch must be a positive int (e.g. 1), got {latency_batch!r}")
+        if dataset_size is not None and (
+            isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < 1
+        ):
+            raise ValueError(
+                f"Budget: dataset_size must be a positive int (training samples per epoch), got {dataset_size!r}"
+            )
         if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < 1:
             raise ValueError(f"Budget: margin must be a number with 0 <= margin < 1, got {margin!r}")
         if not isinstance(checkpoint, bool):
@@ -127,8 +139,15 @@ class Budget:
         steps = accumulation_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"Budget: accumulation_steps must be a positive int, got {steps!r}")
-        if (checkpoint or steps > 1) and mode != "train":
-            raise ValueError("Budget: checkpoint and accumulation_steps apply to training (mode='train')")
+        if (checkpoint or steps > 1 or dataset_size is not None) and mode != "train":
+            raise ValueError(
+                "Budget: checkpoint, accumulation_steps and dataset_size apply to training (mode='train')"
+            )
+        if dataset_size is not None and steps > 1:
+            raise ValueError(
+                "Budget: dataset_size with accumulation_steps > 1 is not supported (how the last batch is "
+                "split into micro-batches depends on the training loop): drop one of them"
+            )
         try:
             alloc = AllocatorConfig.of(allocator)
         except (TypeError, ValueError) as err:
@@ -152,6 +171,7 @@ class Budget:
         object.__setattr__(self, "mode", mode)
         object.__setattr__(self, "batch_size", batch_size)
         object.__setattr__(self, "latency_batch", latency_batch)
+        object.__setattr__(self, "dataset_size", dataset_size)
         object.__setattr__(self, "margin", float(margin))
         object.__setattr__(self, "checkpoint", checkpoint)
         object.__setattr__(self, "accumulation_steps", steps)
@@ -222,6 +242,7 @@ def _flag(text: str) -> bool:
 _PARSE: dict[str, Any] = {
     "batch_size": int,
     "latency_batch": int,
+    "dataset_size": int,
     "accumulation_steps": int,
     "margin": float,
     "checkpoint": _flag,

@@ -256,6 +256,7 @@ class DnnSATClassArgsValidator(ClassArgsValidator):
         "max_attempts": (int,),
         "dedup": (bool, type(None)),
         "seed": (int,),
+        "verify": (str,),
     }
 
     def validate_class_args(self, **kwargs: Any) -> None:

@@ -45,9 +45,12 @@ import nni
 import numpy as np
 from nni.tuner import Tuner
 
+from dnnsat._verify import Verifier
+
 from ._load import (
     MODES,
     DnnSATClassArgsValidator,
+    _import_attr,
     adapt_base_args,
     adapt_space,
     after_base_generate,
@@ -104,6 +107,8 @@ class TunerStats:
     duplicates: int = 0  # proposals equal to an already launched configuration (dedup on)
     fallbacks: int = 0  # configurations sampled by dnnsat after max_attempts failed proposals
     launched: int = 0  # configurations returned to NNI
+    verified: int = 0  # launched configurations checked against the real module (verify=)
+    disagreements: int = 0  # verified configurations where the real module disagreed
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -142,6 +147,12 @@ class DnnSATTuner(Tuner):
         bare tuner's sequence.
     seed:
         Seed of dnnsat's own fallback sampling.
+    verify:
+        The :func:`dnnsat.from_torch` model the problem was built on (any object with
+        ``disagreements(problem, config)``), or an import path ``"pkg.module:attr"`` to it: every
+        configuration is then checked against the real module before it is launched (params, FLOPs,
+        validity: one meta-device build and forward), counted in ``stats.verified`` /
+        ``stats.disagreements``, and a disagreement is logged as a warning.
     """
 
     def __init__(
@@ -155,6 +166,7 @@ class DnnSATTuner(Tuner):
         max_attempts: int = 20,
         dedup: bool | None = None,
         seed: int | None = None,
+        verify: Any = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -171,6 +183,8 @@ class DnnSATTuner(Tuner):
         self.base: Tuner = create_base_tuner(base_tuner, self._base_args)
         self.optimize_mode = optimize_mode(self.base, self._base_args)
         self.stats = TunerStats()
+        model = _import_attr(verify) if isinstance(verify, str) else verify
+        self._verifier = None if model is None else Verifier(model, self.problem, _log)
         self._rng = np.random.default_rng(seed)
         self._dedup = bool(dedup)  # effective dedup, set by update_search_space
         self._lock = threading.RLock()  # every public method holds it (the dispatcher may use threads)
@@ -446,6 +460,9 @@ class DnnSATTuner(Tuner):
         self._trials[parameter_id] = launched
         self._by_config.setdefault(config_key(full), launched)
         self.stats.launched += 1
+        if self._verifier is not None:
+            self.stats.verified += 1
+            self.stats.disagreements += bool(self._verifier(full))
         return self._to_nni(full)
 
     def _fallback(self) -> dict[str, Any] | None:

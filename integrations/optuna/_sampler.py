@@ -33,6 +33,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from dnnsat._guard import DEFAULT_SEED, Guard
 from dnnsat._pickling import RebuiltOnUnpickle, SharedCounters
+from dnnsat._verify import Verifier
 
 from ._cache import PrunedSpace, load_or_compute_pruned_space
 from ._grid import GridPlanner
@@ -65,8 +66,9 @@ class SamplerStats:
     unordered categorical); ``relative_*`` count relative samples and their changed parameters;
     ``dead_ends`` counts proposals that no value could rescue (e.g. infeasible enqueued parameters);
     ``unchecked`` counts proposals the problem cannot judge (an inactive conditional parameter, or a
-    distribution with no value in the problem's domain); ``overhead`` holds ``(trial number, wrapper
-    seconds, base sampler seconds)``.
+    distribution with no value in the problem's domain); ``verified`` counts configurations checked
+    against the real module (``verify=``) and ``disagreements`` those where it disagreed; ``overhead``
+    holds ``(trial number, wrapper seconds, base sampler seconds)``.
     """
 
     proposals: int = 0
@@ -80,6 +82,8 @@ class SamplerStats:
     relative_changed_params: int = 0
     dead_ends: int = 0
     unchecked: int = 0
+    verified: int = 0
+    disagreements: int = 0
     pruned_space_computed: bool | None = None
     overhead: deque[tuple[int, float, float]] = field(default_factory=lambda: deque(maxlen=100_000))
 
@@ -127,6 +131,12 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         prune_timeout: seconds to wait for another worker that is computing the pruned space.
         allow_problem_change: accept a study whose recorded problem fingerprint differs from this
             problem's (by default a different problem on the same study is refused).
+        verify: the :func:`dnnsat.from_torch` model the problem was built on (any object with
+            ``disagreements(problem, config)``): :meth:`verify` then checks each trial's configuration
+            against the real module (params, FLOPs, validity: one meta-device build and forward),
+            counts it in ``stats.verified`` / ``stats.disagreements``, logs a warning and stores the
+            lines in the trial's user attribute ``dnnsat:disagreements``. :func:`suggest` calls it before it
+            returns the configuration, i.e. before the objective trains anything.
     """
 
     _unpickled = _UNPICKLED
@@ -143,6 +153,7 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         cache_size: int = 200_000,
         enumerate_limit: int = 4096,
         allow_problem_change: bool = False,
+        verify: Any = None,
     ) -> None:
         if base_sampler is None:
             from optuna.samplers import TPESampler
@@ -165,6 +176,7 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         self._always_feasible: bool | None = None  # problem.always_feasible(), asked once by prepare()
         self._warned: set[str] = set()
         self.stats = SamplerStats()
+        self._verifier = None if verify is None else Verifier(verify, problem, _logger)
         self._reset()
 
     def _reset(self) -> None:
@@ -335,6 +347,17 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
             base = (st.base_s if st else 0.0) + (time.perf_counter() - t1)
             with self._lock:
                 self.stats.overhead.append((trial.number, wrapper, base))
+
+    def verify(self, trial: Any, config: Mapping[str, Any] | None = None) -> list[str]:
+        """Check ``config`` (default: the trial's parameters) against the real module given as
+        ``verify=`` (nothing without it); returns the disagreements (see the class docstring)."""
+        if self._verifier is None:
+            return []
+        lines = self._verifier(trial.params if config is None else config)
+        self._bump(verified=1, disagreements=int(bool(lines)))
+        if lines:
+            trial.set_user_attr("dnnsat:disagreements", lines)
+        return lines
 
     # -- forward checking --------------------------------------------------------------------------
     def _check_independent(

@@ -51,8 +51,11 @@ def suggest(trial: optuna.trial.BaseTrial, space_or_problem: Space | Problem) ->
 
     Parents are suggested before their conditional children (``space.conditional_order``); each
     parameter uses the distribution of :func:`distribution`, so categorical choices never change
-    between trials.
+    between trials. When the study's sampler is a ``DnnSATSampler(verify=...)``, the configuration is
+    checked against the real module before it is returned (``DnnSATSampler.verify``).
     """
+    from ._sampler import DnnSATSampler
+
     space = _as_space(space_or_problem)
     config: dict[str, Any] = {}
     for name in space.conditional_order:
@@ -60,6 +63,9 @@ def suggest(trial: optuna.trial.BaseTrial, space_or_problem: Space | Problem) ->
             continue
         dist = distribution(space[name])
         config[name] = _suggest_public(trial, name, dist)
+    sampler = getattr(getattr(trial, "study", None), "sampler", None)
+    if isinstance(sampler, DnnSATSampler):
+        sampler.verify(trial, config)
     return config
 
 
