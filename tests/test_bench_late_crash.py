@@ -36,7 +36,7 @@ def test_one_image_batch_crashes_after_the_first_epoch_and_dnnsat_knows(batch: i
 def test_quick_run(tmp_path: Path) -> None:
     out = tmp_path / "late.json"
     res = late_crash.main(
-        ["--seeds", "1", "--time-budget", "4", "--trials", "3", "--no-write", "--json", str(out)]
+        ["--quick", "--seeds", "1", "--time-budget", "4", "--trials", "3", "--no-write", "--json", str(out)]
     )
     data = json.loads(out.read_text())
     assert set(data["results"]) == set(late_crash.ARMS)
