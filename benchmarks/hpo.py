@@ -66,7 +66,7 @@ import platform
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -451,28 +451,38 @@ class Arm:
         return rec
 
 
-def run_seed(
-    seed: int, cal: Calibration, arms: Sequence[str], time_budget: float, trials: int | None
-) -> list[Arm]:
-    """Run every arm for one seed, interleaved by clock, until each used ``time_budget`` (or ``trials``)."""
-    runs = [Arm(name, seed, cal) for name in arms]
+def interleave(
+    runs: Sequence[Any], time_budget: float, trials: int | None, line: Callable[[Any, dict[str, Any]], str]
+) -> None:
+    """Start every arm, then step the arm with the least clock until each used ``time_budget`` (or ran
+    ``trials``), so load from other processes hits the arms alike; print ``line(arm, trial record)``."""
     for a in runs:
         a.start()
 
-    def open_(a: Arm) -> bool:
+    def open_(a: Any) -> bool:
         return a.clock < time_budget and (trials is None or len(a.history) < trials)
 
     while any(open_(a) for a in runs):
         a = min((a for a in runs if open_(a)), key=lambda a: a.clock)
         r = a.step()
         acc = "-" if r["accuracy"] is None else f"{r['accuracy']:.3f}"
-        lat = "-" if r["latency"] is None else f"{r['latency'] * 1e3:.1f}ms"
         print(
-            f"  seed {seed} {a.name:<16} #{len(a.history):<3} t={a.clock:6.1f}s {r['status']:<4} "
-            f"acc={acc} mem={r['memory'] / 2**20:5.1f}MiB "
-            f"lat={lat} trial={r['seconds']:.2f}s",
+            f"  {a.name:<16} #{len(a.history):<3} t={a.clock:6.1f}s {r['status']:<5} acc={acc} {line(a, r)}",
             flush=True,
         )
+
+
+def run_seed(
+    seed: int, cal: Calibration, arms: Sequence[str], time_budget: float, trials: int | None
+) -> list[Arm]:
+    """Run every arm for one seed, interleaved by clock, until each used ``time_budget`` (or ``trials``)."""
+
+    def line(a: Arm, r: dict[str, Any]) -> str:
+        lat = "-" if r["latency"] is None else f"{r['latency'] * 1e3:.1f}ms"
+        return f"seed {seed} mem={r['memory'] / 2**20:5.1f}MiB lat={lat} trial={r['seconds']:.2f}s"
+
+    runs = [Arm(name, seed, cal) for name in arms]
+    interleave(runs, time_budget, trials, line)
     return runs
 
 
@@ -747,39 +757,61 @@ def plot(results: Mapping[str, Sequence[Mapping[str, Any]]], budget: float, path
     plt.close(fig)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=6)
+def study_parser(doc: str, seeds: int, time_budget: float, quick: str) -> argparse.ArgumentParser:
+    """The options of a real-training benchmark: ``--seeds``, ``--time-budget``, ``--trials``,
+    ``--quick`` (help text ``quick``), ``--json`` and the write options."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=seeds)
     ap.add_argument(
-        "--time-budget", type=float, default=TIME_BUDGET, help="wall-clock seconds per arm and seed"
+        "--time-budget", type=float, default=time_budget, help="wall-clock seconds per arm and seed"
     )
     ap.add_argument("--trials", type=int, default=None, help="also stop an arm after this many trials")
-    ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
-    ap.add_argument("--validate", type=int, default=60, help="random configurations to check dnnsat against")
-    ap.add_argument("--quick", action="store_true", help="2 seeds x 15 s, 12 validation configs (< 3 min)")
+    ap.add_argument("--quick", action="store_true", help=quick)
     ap.add_argument("--json", type=Path, default=None, help="write every trial and figure to this file")
     add_write_options(ap)
     return ap
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def parse_study_args(
+    ap: argparse.ArgumentParser, argv: Sequence[str] | None, name: str, **quick: Any
+) -> tuple[argparse.Namespace, bool, str]:
+    """``(args, whether the run may rewrite the README, the command line)``; with ``--quick`` the
+    ``quick`` defaults apply (options given explicitly still win)."""
+    args = ap.parse_args(argv)
+    write = writes_readme(ap, args, neutral=("json",))
+    command = " ".join([f"python -m benchmarks.{name}", *(sys.argv[1:] if argv is None else argv)])
+    if args.quick:
+        ap.set_defaults(**quick)
+        args = ap.parse_args(argv)
+    return args, write, command
+
+
+def one_quiet_thread() -> None:
+    """One torch thread (trials are timed), Optuna's info logs and experimental warnings off."""
     import optuna
     import torch
 
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = study_parser(__doc__ or "", 6, TIME_BUDGET, "2 seeds x 15 s, 12 validation configs (< 3 min)")
+    ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
+    ap.add_argument("--validate", type=int, default=60, help="random configurations to check dnnsat against")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+
     ap = build_parser()
-    args = ap.parse_args(argv)
-    write = writes_readme(ap, args, neutral=("json",))
-    command = " ".join(["python -m benchmarks.hpo", *(sys.argv[1:] if argv is None else argv)])
-    if args.quick:  # smaller defaults; options given explicitly still win
-        ap.set_defaults(seeds=2, time_budget=15.0, validate=12)
-        args = ap.parse_args(argv)
+    args, write, command = parse_study_args(ap, argv, "hpo", seeds=2, time_budget=15.0, validate=12)
     arms = [a.strip() for a in args.arms.split(",")]
     unknown = set(arms) - set(ARMS)
     if unknown:
         ap.error(f"--arms: unknown {sorted(unknown)}; choose from {list(ARMS)}")
-    torch.set_num_threads(1)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    one_quiet_thread()
     load0 = os.getloadavg()[0]
     t_start = time.perf_counter()
 

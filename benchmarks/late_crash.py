@@ -32,19 +32,16 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import dnnsat as ds
 from benchmarks import hpo
-from benchmarks._report import add_write_options, markdown_table, update_readme, writes_readme
+from benchmarks._report import markdown_table, update_readme
 
 BATCH_SIZES = (16, 24, 32, 48, 64, 96, 128)
 ARMS = ("tpe", "tpe+dnnsat")
@@ -155,23 +152,14 @@ class Arm:
 
 def run_seed(seed: int, arms: Sequence[str], time_budget: float, trials: int | None) -> list[Arm]:
     """Every arm of one seed, interleaved by clock, until each used ``time_budget`` (or ``trials``)."""
+
+    def line(a: Arm, r: dict[str, Any]) -> str:
+        batch = r["config"]["batch_size"]
+        return f"seed {seed} batch={batch:<3} steps={r['steps']:<4} trial={r['seconds']:.2f}s"
+
     plain = ds.Problem(space(), model=build)
     runs = [Arm(name, seed, plain) for name in arms]
-    for a in runs:
-        a.start()
-
-    def open_(a: Arm) -> bool:
-        return a.clock < time_budget and (trials is None or len(a.history) < trials)
-
-    while any(open_(a) for a in runs):
-        a = min((a for a in runs if open_(a)), key=lambda a: a.clock)
-        r = a.step()
-        acc = "-" if r["accuracy"] is None else f"{r['accuracy']:.3f}"
-        print(
-            f"  seed {seed} {a.name:<11} #{len(a.history):<3} t={a.clock:6.1f}s {r['status']:<5} "
-            f"acc={acc} batch={r['config']['batch_size']:<3} steps={r['steps']:<4} trial={r['seconds']:.2f}s",
-            flush=True,
-        )
+    hpo.interleave(runs, time_budget, trials, line)
     return runs
 
 
@@ -285,32 +273,13 @@ def report(summary: Mapping[str, Any], decisions: Mapping[str, int], context: Ma
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=SEEDS)
-    ap.add_argument(
-        "--time-budget", type=float, default=TIME_BUDGET, help="wall-clock seconds per arm and seed"
-    )
-    ap.add_argument("--trials", type=int, default=None, help="also stop an arm after this many trials")
-    ap.add_argument("--quick", action="store_true", help="2 seeds x 15 s (< 3 min)")
-    ap.add_argument("--json", type=Path, default=None, help="write every trial and figure to this file")
-    add_write_options(ap)
-    return ap
+    return hpo.study_parser(__doc__ or "", SEEDS, TIME_BUDGET, "2 seeds x 15 s (< 3 min)")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    import optuna
-    import torch
 
-    ap = build_parser()
-    args = ap.parse_args(argv)
-    write = writes_readme(ap, args, neutral=("json",))
-    command = " ".join(["python -m benchmarks.late_crash", *(sys.argv[1:] if argv is None else argv)])
-    if args.quick:  # smaller defaults; options given explicitly still win
-        ap.set_defaults(seeds=2, time_budget=15.0)
-        args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    args, write, command = hpo.parse_study_args(build_parser(), argv, "late_crash", seeds=2, time_budget=15.0)
+    hpo.one_quiet_thread()
     load0, t0 = os.getloadavg()[0], time.perf_counter()
     results: dict[str, list[dict[str, Any]]] = {a: [] for a in ARMS}
     for seed in range(args.seeds):
