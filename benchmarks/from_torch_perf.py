@@ -14,6 +14,7 @@ within 2x of the DSL.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import time
@@ -192,10 +193,10 @@ def _compare(
     label: str, space: ds.Space, build: Any, inputs: Any, twin: Any, n: int, rng: random.Random
 ) -> None:
     configs = [{k: rng.choice(space[k].values()) for k in space} for _ in range(n)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model = from_torch(build, inputs)
     traced = ds.Problem(space, model=model)
-    trace_s = time.perf_counter() - start
+    trace_s, trace_cpu = time.perf_counter() - start, time.process_time() - cpu
     start = time.perf_counter()
     dsl_twin = ds.Problem(space, model=twin)
     dsl_s = time.perf_counter() - start
@@ -208,7 +209,8 @@ def _compare(
     print(f"{label}:")
     print(
         f"  from_torch: {model.regions} regions traced, Problem built in {trace_s:.2f} s "
-        f"(tracing {model.trace_seconds:.2f} s); DSL Problem built in {dsl_s:.2f} s"
+        f"(tracing {model.trace_seconds:.2f} s; {trace_cpu:.2f} s of CPU time, the figure to compare on a "
+        f"loaded machine); DSL Problem built in {dsl_s:.2f} s"
     )
     print(
         f"  p.costs median: from_torch {t_traced * 1e3:.3f} ms, DSL {t_dsl * 1e3:.3f} ms "
@@ -225,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-n", type=int, default=200, help="configurations timed")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     rng = random.Random(args.seed)
     _compare("ResNet-style, depth/act/se/pool (48 regions)", SPACE, build, inputs, dsl, args.n, rng)
     _compare("ResNet, a depth per stage d0..d3 in 1..4 (256 regions)", STAGES, stages, stages_inputs,

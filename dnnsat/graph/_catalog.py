@@ -463,59 +463,69 @@ for _nd in (1, 2, 3):  # conv3d: no CPU working sets in the memory model yet (an
     op(f"conv{_nd}d", autocast=LOWER)(_conv_infer(_nd)).torch(_conv_torch(_nd))
 
 
-@op("conv_transpose2d", autocast=LOWER)
-def _conv_transpose2d(ins: list[Shape], a: Attrs) -> OpInfo:
-    (x,) = ins
-    b, cin, sp = x[0], x[1], x[2:]
-    k, s, p, op_, d, g, cout = (
-        a.kernel_size,
-        a.stride,
-        a.padding,
-        a.output_padding,
-        a.dilation,
-        a.groups,
-        a.out_channels,
-    )
-    out = tuple(lin((sp[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op_[i] + 1) for i in range(2))
-    checks = [
-        Check("groups divide in_channels", divides(g, cin)),
-        Check("groups divide out_channels", divides(g, cout)),
-        _ge1("kernel, stride, dilation are positive", *k, *s, *d),
-        Check("padding is non-negative", all_(pi >= 0 for pi in p)),
-        Check(
-            "output_padding smaller than stride or dilation",
-            all_((op_[i] >= 0) & ((op_[i] < s[i]) | (op_[i] < d[i])) for i in range(2)),
-        ),
-        _ge1("output size is positive", *out),
-        _ge1("out_channels is positive", cout),
-    ]
-    y = (b, cout, *out)
-    params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
-    macs = b * prod(sp) * cin * (cout // g) * prod(k)
-    # CPU working sets: ``dnnsat.cost._memory.cpu_conv_transpose_working_sets`` (by backend)
-    mem = Mem(saves=("in0",), largest_param=cin * (cout // g) * prod(k), cpu_kernels=True)
-    return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x), mem=mem)
+def _conv_transpose_infer(nd: int) -> InferFn:
+    def infer(ins: list[Shape], a: Attrs) -> OpInfo:
+        (x,) = ins
+        b, cin, sp = x[0], x[1], x[2:]
+        k, s, p, op_, d, g, cout = (
+            a.kernel_size,
+            a.stride,
+            a.padding,
+            a.output_padding,
+            a.dilation,
+            a.groups,
+            a.out_channels,
+        )
+        out = tuple(lin((sp[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op_[i] + 1) for i in range(nd))
+        checks = [
+            Check("groups divide in_channels", divides(g, cin)),
+            Check("groups divide out_channels", divides(g, cout)),
+            _ge1("kernel, stride, dilation are positive", *k, *s, *d),
+            Check("padding is non-negative", all_(pi >= 0 for pi in p)),
+            Check(
+                "output_padding smaller than stride or dilation",
+                all_((op_[i] >= 0) & ((op_[i] < s[i]) | (op_[i] < d[i])) for i in range(nd)),
+            ),
+            _ge1("output size is positive", *out),
+            _ge1("out_channels is positive", cout),
+        ]
+        y = (b, cout, *out)
+        params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
+        macs = b * prod(sp) * cin * (cout // g) * prod(k)
+        # CPU working sets: ``dnnsat.cost._memory.cpu_conv_transpose_working_sets`` (by backend; a
+        # 1-D one runs as the 2-D one of height 1: ATen's ``_convolution`` views 3-D inputs as 4-D)
+        mem = Mem(saves=("in0",), largest_param=cin * (cout // g) * prod(k), cpu_kernels=True)
+        return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x), mem=mem)
+
+    return infer
 
 
-@_conv_transpose2d.torch
-def _conv_transpose2d_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
-    import torch.nn as nn
+def _conv_transpose_torch(nd: int) -> TorchFn:
+    def build(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+        import torch.nn as nn
 
-    # the CPU/CUDA kernels reject these, the meta kernel does not: mirror the real devices
-    _device_checks(a, ("out_channels", "kernel_size", "stride", "dilation"), ("padding", "output_padding"))
-    if not all(o < s or o < d for o, s, d in zip(a.output_padding, a.stride, a.dilation)):
-        raise ValueError("output padding must be smaller than either stride or dilation")
-    return nn.ConvTranspose2d(
-        shapes[0][1],
-        a.out_channels,
-        a.kernel_size,
-        stride=a.stride,
-        padding=a.padding,
-        output_padding=a.output_padding,
-        dilation=a.dilation,
-        groups=a.groups,
-        bias=a.bias,
-    )
+        # the CPU/CUDA kernels reject these, the meta kernel does not: mirror the real devices
+        positive = ("out_channels", "kernel_size", "stride", "dilation")
+        _device_checks(a, positive, ("padding", "output_padding"))
+        if not all(o < s or o < d for o, s, d in zip(a.output_padding, a.stride, a.dilation)):
+            raise ValueError("output padding must be smaller than either stride or dilation")
+        return {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d}[nd](
+            shapes[0][1],
+            a.out_channels,
+            a.kernel_size,
+            stride=a.stride,
+            padding=a.padding,
+            output_padding=a.output_padding,
+            dilation=a.dilation,
+            groups=a.groups,
+            bias=a.bias,
+        )
+
+    return build
+
+
+for _nd in (1, 2):
+    op(f"conv_transpose{_nd}d", autocast=LOWER)(_conv_transpose_infer(_nd)).torch(_conv_transpose_torch(_nd))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1390,6 +1400,49 @@ def _narrow(ins: list[Shape], a: Attrs) -> OpInfo:
 @_narrow.torch
 def _narrow_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return _fn_module(lambda x: x.narrow(a.dim, a.start, a.length))
+
+
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+@op("pad")
+def _pad(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``F.pad(x, pads, mode)`` with zeros (``constant``) or ``reflect``/``replicate``/``circular``
+    padding, ``pads`` in F.pad's order (last dimension first, (low, high) each); what a ConvNd with
+    ``padding_mode`` other than zeros runs before its convolution. No FLOPs (FlopCounterMode counts
+    none); reflect and replicate keep their input for backward (``derivatives.yaml``: the backward
+    reads ``self``), constant and circular nothing."""
+    (x,) = ins
+    n = len(a.pads) // 2
+    dims = list(range(len(x) - 1, len(x) - 1 - n, -1))  # the padded dimensions, as F.pad pairs them
+    lo_hi = [(a.pads[2 * i], a.pads[2 * i + 1]) for i in range(n)]
+    out = list(x)
+    for d, (lo, hi) in zip(dims, lo_hi):
+        out[d] = lin(x[d] + lo + hi)
+    checks = [Check("padding is non-negative", all_(p >= 0 for p in a.pads))]
+    if a.mode == "reflect":
+        checks.append(
+            Check(
+                "reflect padding smaller than the padded size",
+                all_((lo < x[d]) & (hi < x[d]) for d, (lo, hi) in zip(dims, lo_hi)),
+            )
+        )
+    elif a.mode == "circular":
+        checks.append(
+            Check(
+                "circular padding at most the padded size",
+                all_((lo <= x[d]) & (hi <= x[d]) for d, (lo, hi) in zip(dims, lo_hi)),
+            )
+        )
+    saves = ("in0",) if a.mode in ("reflect", "replicate") else ()
+    return OpInfo([tuple(out)], checks, mem=Mem(saves=saves))
+
+
+@_pad.torch
+def _pad_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch.nn.functional as F
+
+    return _fn_module(lambda x: F.pad(x, tuple(a.pads), mode=a.mode))
 
 
 @op("upsample")

@@ -32,7 +32,7 @@ from ..expr import (
     sum_,
     where,
 )
-from ._catalog import CATALOG, Attrs, Check, OpInfo, Shape, eq, lin, prod
+from ._catalog import CATALOG, PAD_MODES, Attrs, Check, OpInfo, Shape, eq, lin, prod
 
 __all__ = ["Network", "Tensor", "Node", "GraphError", "encode_config"]
 
@@ -124,6 +124,24 @@ def _tuple(value: Any, n: int, what: str, where_: str, low: int | None = None) -
     if len(items) != n:
         raise GraphError(f"{where_}: {what} needs {n} values, got {len(items)}")
     return tuple(_int_expr(v, what, where_, low) for v in items)
+
+
+FLAG = (False, True)  # the values of a boolean hyperparameter (``bias``, ``causal``, ``bidirectional``)
+
+
+def conv_pads(padding: Any, kernel: Sequence[Expr], dilation: Sequence[Expr]) -> tuple[Expr, ...]:
+    """The F.pad amounts (last dimension first) a ConvNd with a ``padding_mode`` applies before its
+    convolution (``_reversed_padding_repeated_twice``): ``padding`` per dimension on both sides;
+    ``"same"``: ``dilation * (kernel - 1)`` in all, the odd one on the high side; ``"valid"``: none."""
+    pads: list[Expr] = []
+    for i in reversed(range(len(kernel))):
+        if padding == "same":
+            total = lin(dilation[i] * (kernel[i] - 1))
+            pads += [total // 2, lin(total - total // 2)]
+        else:
+            p = Const(0) if padding == "valid" else as_expr(padding[i])
+            pads += [p, p]
+    return tuple(pads)
 
 
 def _axis(dim: Any, ndim: int, what: str, where_: str) -> int:
@@ -260,6 +278,7 @@ class Network:
         groups: ExprLike,
         bias: bool,
         name: str | None,
+        padding_mode: str = "zeros",
     ) -> Tensor:
         op = f"conv{nd}d"
         where_ = self._label(op, name)
@@ -276,17 +295,32 @@ class Network:
             pad: Any = padding
         else:
             pad = _tuple(padding, nd, "padding", where_, low=0)
-        return self.apply(
-            op,
-            [x],
-            name=name,
+        if padding_mode != "zeros":  # as nn.ConvNd: F.pad(x, ..., mode) first, then no padding
+            if padding_mode not in PAD_MODES[1:]:
+                raise GraphError(
+                    f"{where_}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got "
+                    f"{padding_mode!r}"
+                )
+            if pad == "same" and not all(
+                e.is_const and e.value == 1 for e in _tuple(stride, nd, "stride", where_)
+            ):
+                raise GraphError(f"{where_}: padding='same' needs stride 1 (a plain 1 with a padding_mode)")
+            k, d = (
+                _tuple(kernel_size, nd, "kernel_size", where_, low=1),
+                _tuple(dilation, nd, "dilation", where_, low=1),
+            )
+            x = self.pad(x, conv_pads(pad, k, d), padding_mode)
+            pad = tuple(Const(0) for _ in range(nd))
+        attrs = dict(
             out_channels=_int_expr(out_channels, "out_channels", where_, low=1),
             kernel_size=_tuple(kernel_size, nd, "kernel_size", where_, low=1),
             stride=_tuple(stride, nd, "stride", where_, low=1),
             padding=pad,
             dilation=_tuple(dilation, nd, "dilation", where_, low=1),
             groups=_int_expr(groups, "groups", where_, low=1),
-            bias=bool(bias),
+        )
+        return self._per_value(
+            {"bias": (bias, FLAG)}, lambda bias: self.apply(op, [x], name=name, bias=bool(bias), **attrs)
         )
 
     def conv1d(
@@ -300,9 +334,14 @@ class Network:
         groups: ExprLike = 1,
         bias: bool = True,
         name: str | None = None,
+        padding_mode: str = "zeros",
     ) -> Tensor:
-        """``nn.Conv1d`` on ``(B, C, L)``; ``padding`` may be ``"same"`` (stride 1) or ``"valid"``."""
-        return self._conv(1, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name)
+        """``nn.Conv1d`` on ``(B, C, L)``; ``padding`` may be ``"same"`` (stride 1) or ``"valid"``;
+        ``padding_mode`` ``"zeros"``, ``"reflect"``, ``"replicate"`` or ``"circular"`` (a :meth:`pad` op
+        first, as PyTorch runs it)."""
+        return self._conv(
+            1, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name, padding_mode
+        )
 
     def conv2d(
         self,
@@ -315,9 +354,12 @@ class Network:
         groups: ExprLike = 1,
         bias: bool = True,
         name: str | None = None,
+        padding_mode: str = "zeros",
     ) -> Tensor:
-        """``nn.Conv2d`` on ``(B, C, H, W)``; ``padding`` may be ``"same"`` (stride 1) or ``"valid"``."""
-        return self._conv(2, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name)
+        """``nn.Conv2d`` on ``(B, C, H, W)``; ``padding`` and ``padding_mode`` as :meth:`conv1d`."""
+        return self._conv(
+            2, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name, padding_mode
+        )
 
     def conv3d(
         self,
@@ -330,9 +372,32 @@ class Network:
         groups: ExprLike = 1,
         bias: bool = True,
         name: str | None = None,
+        padding_mode: str = "zeros",
     ) -> Tensor:
-        """``nn.Conv3d`` on ``(B, C, D, H, W)``; ``padding`` may be ``"same"`` (stride 1) or ``"valid"``."""
-        return self._conv(3, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name)
+        """``nn.Conv3d`` on ``(B, C, D, H, W)``; ``padding`` and ``padding_mode`` as :meth:`conv1d`."""
+        return self._conv(
+            3, x, out_channels, kernel_size, stride, padding, dilation, groups, bias, name, padding_mode
+        )
+
+    def pad(
+        self, x: Tensor, pads: Sequence[ExprLike], mode: str = "constant", name: str | None = None
+    ) -> Tensor:
+        """``F.pad(x, pads, mode)`` of a ``(B, C, spatial...)`` tensor: ``pads`` in F.pad's order (last
+        dimension first, low then high), non-negative; ``mode`` ``"constant"`` (zeros; the last spatial
+        dimensions), ``"reflect"``, ``"replicate"`` or ``"circular"`` (every spatial dimension)."""
+        where_ = self._label("pad", name)
+        x = self._check_tensor(x, where_)
+        if mode not in PAD_MODES:
+            raise GraphError(f"{where_}: mode must be one of {PAD_MODES}, got {mode!r}")
+        n = len(pads) // 2
+        if len(pads) % 2 or not 0 < n <= x.ndim - 2 or (mode != "constant" and n != x.ndim - 2):
+            raise GraphError(
+                f"{where_}: pads needs 2 values per padded dimension, {x.ndim - 2} dimensions (the spatial "
+                f"ones{'' if mode != 'constant' else ' or fewer'}: batch and channels are not padded), got "
+                f"{len(pads)} values"
+            )
+        pads_ = tuple(_int_expr(p, "pads", where_, low=0) for p in pads)
+        return self.apply("pad", [x], name=name, pads=pads_, mode=mode)
 
     def depthwise(
         self,
@@ -357,6 +422,58 @@ class Network:
         """1x1 2-D convolution."""
         return self.conv2d(x, out_channels, 1, bias=bias, name=name)
 
+    def _conv_transpose(
+        self,
+        nd: int,
+        x: Tensor,
+        out_channels: ExprLike,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        output_padding: Any,
+        dilation: Any,
+        groups: ExprLike,
+        bias: bool,
+        name: str | None,
+    ) -> Tensor:
+        op = f"conv_transpose{nd}d"
+        where_ = self._label(op, name)
+        x = self._check_tensor(x, where_)
+        if x.ndim != nd + 2:
+            raise GraphError(
+                f"{where_}: expects a {nd + 2}-D input (batch, channels, spatial...), got {x.ndim}-D"
+            )
+        attrs = dict(
+            out_channels=_int_expr(out_channels, "out_channels", where_, low=1),
+            kernel_size=_tuple(kernel_size, nd, "kernel_size", where_, low=1),
+            stride=_tuple(stride, nd, "stride", where_, low=1),
+            padding=_tuple(padding, nd, "padding", where_, low=0),
+            output_padding=_tuple(output_padding, nd, "output_padding", where_, low=0),
+            dilation=_tuple(dilation, nd, "dilation", where_, low=1),
+            groups=_int_expr(groups, "groups", where_, low=1),
+        )
+        return self._per_value(
+            {"bias": (bias, FLAG)}, lambda bias: self.apply(op, [x], name=name, bias=bool(bias), **attrs)
+        )
+
+    def conv_transpose1d(
+        self,
+        x: Tensor,
+        out_channels: ExprLike,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        dilation: Any = 1,
+        groups: ExprLike = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.ConvTranspose1d`` on ``(B, C, L)``."""
+        return self._conv_transpose(
+            1, x, out_channels, kernel_size, stride, padding, output_padding, dilation, groups, bias, name
+        )
+
     def conv_transpose2d(
         self,
         x: Tensor,
@@ -371,24 +488,8 @@ class Network:
         name: str | None = None,
     ) -> Tensor:
         """``nn.ConvTranspose2d`` on ``(B, C, H, W)``."""
-        where_ = self._label("conv_transpose2d", name)
-        x = self._check_tensor(x, where_)
-        if x.ndim != 4:
-            raise GraphError(
-                f"{where_}: expects a 4-D input (batch, channels, height, width), got {x.ndim}-D"
-            )
-        return self.apply(
-            "conv_transpose2d",
-            [x],
-            name=name,
-            out_channels=_int_expr(out_channels, "out_channels", where_, low=1),
-            kernel_size=_tuple(kernel_size, 2, "kernel_size", where_, low=1),
-            stride=_tuple(stride, 2, "stride", where_, low=1),
-            padding=_tuple(padding, 2, "padding", where_, low=0),
-            output_padding=_tuple(output_padding, 2, "output_padding", where_, low=0),
-            dilation=_tuple(dilation, 2, "dilation", where_, low=1),
-            groups=_int_expr(groups, "groups", where_, low=1),
-            bias=bool(bias),
+        return self._conv_transpose(
+            2, x, out_channels, kernel_size, stride, padding, output_padding, dilation, groups, bias, name
         )
 
     # -- dense ------------------------------------------------------------------------------------
@@ -407,13 +508,11 @@ class Network:
         x = self._check_tensor(x, where_)
         if x.ndim < 1:
             raise GraphError(f"{where_}: needs an input with at least one dimension")
-        return self.apply(
-            "linear",
-            [x],
-            name=name,
-            out_features=_int_expr(out_features, "out_features", where_, low=1),
-            bias=bool(bias),
-            tied=tied if isinstance(tied, str) else bool(tied),
+        fout = _int_expr(out_features, "out_features", where_, low=1)
+        tie = tied if isinstance(tied, str) else bool(tied)
+        return self._per_value(
+            {"bias": (bias, FLAG)},
+            lambda bias: self.apply("linear", [x], name=name, out_features=fout, bias=bool(bias), tied=tie),
         )
 
     def matmul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
@@ -460,8 +559,11 @@ class Network:
             raise GraphError(f"{where_}: expects a (batch, sequence, width) input, got {x.ndim}-D")
         h = _int_expr(heads, "heads", where_, low=1)
         kvh = h if kv_heads is None else _int_expr(kv_heads, "kv_heads", where_, low=1)
-        return self.apply(
-            "attention", [x], name=name, heads=h, kv_heads=kvh, causal=bool(causal), bias=bool(bias)
+        return self._per_value(
+            {"causal": (causal, FLAG), "bias": (bias, FLAG)},
+            lambda causal, bias: self.apply(
+                "attention", [x], name=name, heads=h, kv_heads=kvh, causal=bool(causal), bias=bool(bias)
+            ),
         )
 
     def sdpa(
@@ -481,58 +583,87 @@ class Network:
                 raise GraphError(
                     f"{where_}: expects 4-D (batch, heads, sequence, width) tensors, got {t.ndim}-D"
                 )
-        return self.apply("sdpa", [q, k, v], name=name, causal=bool(causal), gqa=bool(gqa))
+        return self._per_value(
+            {"causal": (causal, FLAG)},
+            lambda causal: self.apply("sdpa", [q, k, v], name=name, causal=bool(causal), gqa=bool(gqa)),
+        )
 
     def _rnn(
         self,
         kind: str,
         x: Tensor,
         hidden_size: ExprLike,
-        num_layers: int,
-        bidirectional: bool,
-        bias: bool,
+        num_layers: int | Expr,
+        bidirectional: bool | Expr,
+        bias: bool | Expr,
         name: str | None,
+        max_layers: int | None = None,
     ) -> Tensor:
         where_ = self._label(kind, name)
         if self._check_tensor(x, where_).ndim != 3:
             raise GraphError(f"{where_}: expects a (batch, sequence, features) input, got {x.ndim}-D")
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-            raise GraphError(
-                f"{where_}: num_layers must be an int >= 1 (a variable depth is a repeat), got {num_layers!r}"
-            )
-        return self.apply(
-            kind,
-            [x],
-            name=name,
-            hidden_size=_int_expr(hidden_size, "hidden_size", where_, low=1),
-            num_layers=num_layers,
-            bidirectional=bool(bidirectional),
-            bias=bool(bias),
+        layers: Sequence[int] = ()
+        if isinstance(num_layers, Expr) and not num_layers.is_const:
+            if isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 1:
+                raise GraphError(
+                    f"{where_}: num_layers given as an expression needs max_layers (an int >= 1), got "
+                    f"{max_layers!r}"
+                )
+            layers = range(1, max_layers + 1)
+        else:
+            n = num_layers.value if isinstance(num_layers, Expr) else num_layers
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise GraphError(
+                    f"{where_}: num_layers must be an int >= 1 or an integer expression (with max_layers), "
+                    f"got {num_layers!r}"
+                )
+        h = _int_expr(hidden_size, "hidden_size", where_, low=1)
+        return self._per_value(
+            {
+                "num_layers": (num_layers, layers),
+                "bidirectional": (bidirectional, FLAG),
+                "bias": (bias, FLAG),
+            },
+            lambda num_layers, bidirectional, bias: self.apply(
+                kind,
+                [x],
+                name=name,
+                hidden_size=h,
+                num_layers=num_layers,
+                bidirectional=bool(bidirectional),
+                bias=bool(bias),
+            ),  # fmt: skip
         )
 
     def lstm(
         self,
         x: Tensor,
         hidden_size: ExprLike,
-        num_layers: int = 1,
-        bidirectional: bool = False,
-        bias: bool = True,
+        num_layers: int | Expr = 1,
+        bidirectional: bool | Expr = False,
+        bias: bool | Expr = True,
         name: str | None = None,
+        max_layers: int | None = None,
     ) -> Tensor:
-        """``nn.LSTM(batch_first=True)`` returning the output sequence ``(B, S, dirs * hidden)``."""
-        return self._rnn("lstm", x, hidden_size, num_layers, bidirectional, bias, name)
+        """``nn.LSTM(batch_first=True)`` returning the output sequence ``(B, S, dirs * hidden)``.
+        ``num_layers`` (with ``max_layers``), ``bidirectional`` and ``bias`` may be hyperparameters
+        (expressions: one op per value, see :meth:`_per_value`)."""
+        return self._rnn("lstm", x, hidden_size, num_layers, bidirectional, bias, name, max_layers)
 
     def gru(
         self,
         x: Tensor,
         hidden_size: ExprLike,
-        num_layers: int = 1,
-        bidirectional: bool = False,
-        bias: bool = True,
+        num_layers: int | Expr = 1,
+        bidirectional: bool | Expr = False,
+        bias: bool | Expr = True,
         name: str | None = None,
+        max_layers: int | None = None,
     ) -> Tensor:
-        """``nn.GRU(batch_first=True)`` returning the output sequence ``(B, S, dirs * hidden)``."""
-        return self._rnn("gru", x, hidden_size, num_layers, bidirectional, bias, name)
+        """``nn.GRU(batch_first=True)`` returning the output sequence ``(B, S, dirs * hidden)``.
+        ``num_layers`` (with ``max_layers``), ``bidirectional`` and ``bias`` may be hyperparameters
+        (expressions: one op per value, see :meth:`_per_value`)."""
+        return self._rnn("gru", x, hidden_size, num_layers, bidirectional, bias, name, max_layers)
 
     # -- normalization ----------------------------------------------------------------------------
     def batchnorm(self, x: Tensor, affine: bool = True, name: str | None = None) -> Tensor:
@@ -1034,6 +1165,26 @@ class Network:
         exhaustive = labels is not None and set(labels) <= set(options)  # every label has a branch
         cases = [(var == value, body) for value, body in options.items()]
         return self._branch(cases, args, exhaustive, exclusive=True)  # distinct values: exclusive cases
+
+    def _per_value(
+        self, args: Mapping[str, tuple[Any, Sequence[Any]]], make: Callable[..., Tensor]
+    ) -> Tensor:
+        """``make(**values)``; an argument given as an expression (a boolean condition, a variable of a
+        ``Categorical([False, True])``, an integer variable with its ``domain``) is a hyperparameter:
+        the op is made once per value of ``domain`` (a :meth:`branch`), each taken where the
+        expression has that value. Plain values go to ``make`` as they are."""
+        values = {k: v for k, (v, _) in args.items()}
+        for key, (value, domain) in args.items():
+            if isinstance(value, Expr) and not value.is_const:
+                labels = value.payload[1] if value.op == "var" else None
+                flag = value.sort == "bool" or (labels is not None and set(labels) <= {False, True})
+
+                def case(v: Any, key: str = key, domain: Sequence[Any] = domain) -> Callable[[], Tensor]:
+                    return lambda: self._per_value({**args, key: (v, domain)}, make)
+
+                conds = [(value if v else ~value) if value.sort == "bool" else value == v for v in domain]
+                return self._branch([(c, case(v)) for c, v in zip(conds, domain)], [], flag, exclusive=True)
+        return make(**{k: v.value if isinstance(v, Expr) else v for k, v in values.items()})
 
     # -- summaries --------------------------------------------------------------------------------
     def ops(self) -> list[Node]:

@@ -8,7 +8,7 @@ from ._calibrate import calibrate, measure_latency
 from ._materialize import GraphModule, concretize, example_inputs, resolve_network, to_torch
 from ._measure import Measurement, measure
 from ._memory import MemoryMeasurement, MemoryTracker, peak_memory, storage_bytes, track_memory
-from ._trace import TorchModel, TraceError, from_torch
+from ._trace import MeasureError, TorchModel, TraceError, from_torch
 
 __all__ = [
     "AuditReport",
@@ -16,6 +16,7 @@ __all__ = [
     "CostError",
     "GraphModule",
     "Measurement",
+    "MeasureError",
     "MemoryMeasurement",
     "MemoryTracker",
     "audit",

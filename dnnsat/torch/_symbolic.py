@@ -64,11 +64,17 @@ def activate(rec: Recorder | None) -> None:
         _ACTIVE.append(rec)
 
 
+_CONSTS: dict[tuple[type, Any], Expr] = {}
+
+
 def expr_of(x: Any) -> Expr:
     """The expression of a symbolic value, or the constant of a plain number."""
     if isinstance(x, SymInt | SymFloat | SymStr):
         return x.expr
-    return Const(x)
+    key = (type(x), x)
+    if key not in _CONSTS:
+        _CONSTS[key] = Const(x)
+    return _CONSTS[key]
 
 
 def plain(x: Any) -> Any:
@@ -113,9 +119,32 @@ def _is_num(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def _wrap(value: Any, e: Expr) -> Any:
+_COMBINED: dict[tuple[Any, int, int], Expr] = {}  # (eop, id(a), id(b)) -> canonical result
+_DECIDED: dict[tuple[Any, int, int], Expr | None] = {}
+
+
+def _combine(eop: Callable[[Expr, Expr], Expr], a: Expr, b: Expr) -> Expr:
+    """``eop(a, b)`` in canonical form, memoised (expressions are interned: their ids are stable)."""
+    key = (eop, id(a), id(b))
+    if key not in _COMBINED:
+        e = eop(a, b)
+        _COMBINED[key] = lin(e) if e.sort == "int" else e
+    return _COMBINED[key]
+
+
+def _condition(eop: Callable[[Expr, Expr], Expr], a: Expr, b: Expr) -> Expr | None:
+    """The comparison ``eop(a, b)``, or ``None`` when two integer expressions' forms decide it (``w == w``,
+    ``2*w > w + w - 1``); memoised as :func:`_combine`."""
+    key = (eop, id(a), id(b))
+    if key not in _DECIDED:
+        decided = a.sort == b.sort == "int" and lin(a - b).is_const
+        _DECIDED[key] = None if decided else eop(a, b)
+    return _DECIDED[key]
+
+
+def _wrap(value: Any, e: Expr, canonical: bool = False) -> Any:
     """A symbolic number for ``value`` computed as ``e`` (plain when ``e`` is a constant)."""
-    e = lin(e) if e.sort == "int" else e
+    e = lin(e) if e.sort == "int" and not canonical else e
     if e.is_const:
         return value
     if isinstance(value, bool):
@@ -131,16 +160,16 @@ def _binary(op: Callable[[Any, Any], Any], eop: Callable[[Expr, Expr], Expr], di
     def fwd(self: Any, other: Any) -> Any:
         if not _is_num(other):
             return NotImplemented
-        if divides:
-            _record(expr_of(other) == 0, plain(other) == 0)
-        return _wrap(op(plain(self), plain(other)), eop(self.expr, expr_of(other)))
+        if divides and isinstance(other, _SymNumber):
+            _record(other.expr == 0, plain(other) == 0)
+        return _wrap(op(plain(self), plain(other)), _combine(eop, self.expr, expr_of(other)), True)
 
     def rev(self: Any, other: Any) -> Any:
         if not _is_num(other):
             return NotImplemented
         if divides:
             _record(self.expr == 0, plain(self) == 0)
-        return _wrap(op(plain(other), plain(self)), eop(expr_of(other), self.expr))
+        return _wrap(op(plain(other), plain(self)), _combine(eop, expr_of(other), self.expr), True)
 
     return fwd, rev
 
@@ -150,10 +179,8 @@ def _compare(op: Callable[[Any, Any], bool], eop: Callable[[Expr, Expr], Expr]) 
         if not _is_num(other):
             return NotImplemented
         outcome = op(plain(self), plain(other))
-        a, b = self.expr, expr_of(other)
-        if a.sort == b.sort == "int" and lin(a - b).is_const:  # ``w == w``, ``2*w > w + w - 1``: decided
-            return outcome
-        return _record(eop(a, b), outcome)
+        cond = _condition(eop, self.expr, expr_of(other))
+        return outcome if cond is None else _record(cond, outcome)
 
     return cmp
 

@@ -31,8 +31,11 @@ from __future__ import annotations
 import builtins
 import math
 import os
+import re
 import sys
+import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,11 +44,13 @@ import numpy as np
 import torch
 import torch.nn as nn
 from torch.overrides import TorchFunctionMode
+from torch.utils._device import _device_constructors
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..expr import Const, Expr, all_, any_, ceildiv, compile_vectorized, interval, sum_
 from ..graph import Check, GraphError, Network, Tensor
-from ..graph._catalog import eq
+from ..graph._catalog import PAD_MODES, eq
+from ..graph._network import conv_pads
 from ._symbolic import (
     REAL_RANGE,
     TORCH_DIR,
@@ -62,7 +67,7 @@ from ._symbolic import (
     user_line,
 )
 
-__all__ = ["from_torch", "TorchModel", "TraceError"]
+__all__ = ["from_torch", "TorchModel", "TraceError", "MeasureError"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _GRID_LIMIT = 1 << 20  # combinations of guarded parameters enumerated to find uncovered configurations
@@ -70,6 +75,28 @@ _GRID_LIMIT = 1 << 20  # combinations of guarded parameters enumerated to find u
 
 class TraceError(GraphError):
     """A model ``from_torch`` cannot represent exactly: names the module or op and the source line."""
+
+
+class MeasureError(RuntimeError):
+    """PyTorch cannot run the model on the meta device (:meth:`TorchModel.measure`): the configuration
+    is neither valid nor invalid as far as the check can tell."""
+
+
+_META = re.compile(r"\bmeta\b", re.IGNORECASE)  # PyTorch's errors about the meta device
+
+
+def _user_frame(err: BaseException) -> str:
+    """``file:line: code`` of the innermost frame of ``err``'s traceback outside torch and dnnsat."""
+    import linecache
+
+    found = "<unknown>"
+    tb = err.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith((TORCH_DIR, _HERE)):
+            found = f"{name}:{tb.tb_lineno}: {linecache.getline(name, tb.tb_lineno).strip()}"
+        tb = tb.tb_next
+    return found
 
 
 # ------------------------------------------------------------------------------------------------
@@ -212,6 +239,7 @@ class _Region:
     outputs: tuple[int, ...] = ()
     binds: dict[int, list[Check]] = field(default_factory=dict)  # node index -> input rules
     error: str = ""
+    slots: dict[str, str] = field(default_factory=dict)  # module path -> its slot (see _slots)
 
 
 class _Trace(Recorder):
@@ -354,6 +382,7 @@ def _t(x: STensor) -> Tensor:
 
 
 _FACTORIES = {"empty", "zeros", "ones", "randn", "rand", "full", "randint", "ones_like", "zeros_like"}
+_FILLS = {"zero_", "fill_", "uniform_", "normal_", "exponential_", "log_normal_", "cauchy_", "random_"}
 _SAME_SHAPE = {
     "mul", "__mul__", "__rmul__", "add", "__add__", "__radd__", "sub", "__sub__", "div", "__truediv__",
     "clone", "detach", "to", "float", "contiguous", "requires_grad_", "neg", "__neg__",
@@ -380,6 +409,9 @@ def _fixed_args(x: Any) -> Any:
     return fixed(x)
 
 
+_CONSTRUCTORS = _device_constructors()
+
+
 class _Mode(TorchFunctionMode):
     """Build phase: factories get plain sizes and remember symbolic shapes. Forward phase: calls with
     symbolic tensors or model parameters become ops of the trace."""
@@ -390,10 +422,20 @@ class _Mode(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if func in _CONSTRUCTORS and kwargs.get("device") is None:  # as ``with torch.device("meta")``
+            kwargs = {**kwargs, "device": "meta"}
         tr = self.trace
         name = getattr(func, "__name__", "")
         if name in ("__get__", "size") and args and isinstance(args[0], torch.Tensor):
             return self._shape_query(func, name, args, kwargs)
+        if (
+            name in _FILLS
+            and not tr.forward
+            and args
+            and isinstance(args[0], torch.Tensor)
+            and args[0].is_meta
+        ):
+            return args[0]  # initialising a meta tensor: no data, nothing to do
         if tr.forward and any(isinstance(a, STensor | nn.Parameter) for a in _flat(args, kwargs)):
             return tr.call(name, tuple(args), dict(kwargs))
         if name in _FACTORIES:
@@ -434,6 +476,43 @@ class _Mode(TorchFunctionMode):
         if name == "size" and (len(args) > 1 or "dim" in kwargs):
             return sizes[fixed(args[1] if len(args) > 1 else kwargs["dim"])]
         return sizes
+
+
+class _SkippedInit:
+    """While building: ``torch.nn.init``'s functions leave a meta tensor as it is (it has no data),
+    except that those needing fans still run on tensors of fewer than 2 dimensions (where they raise).
+    Other tensors (another thread's real model) are initialised as usual; nested and concurrent uses
+    patch once and restore the originals when the last one leaves."""
+
+    _FANS = ("kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "orthogonal_",
+             "eye_", "sparse_")  # fmt: skip
+    _DATA = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_")
+    _REAL = {n: getattr(nn.init, n) for n in (*_FANS, *_DATA)}
+    _lock = threading.Lock()
+    _depth = 0
+
+    def __enter__(self) -> None:
+        with _SkippedInit._lock:
+            if not _SkippedInit._depth:
+                for name, real in self._REAL.items():
+                    setattr(nn.init, name, self._skip(real, name in self._FANS))
+            _SkippedInit._depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        with _SkippedInit._lock:
+            _SkippedInit._depth -= 1
+            if not _SkippedInit._depth:
+                for name, real in self._REAL.items():
+                    setattr(nn.init, name, real)
+
+    @staticmethod
+    def _skip(real: Callable[..., Any], fans: bool) -> Callable[..., Any]:
+        def init(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            with torch._C.DisableTorchFunction():
+                skip = isinstance(tensor, torch.Tensor) and tensor.is_meta and (tensor.dim() >= 2 or not fans)
+            return tensor if skip else real(tensor, *args, **kwargs)
+
+        return init
 
 
 def _plain_sizes(x: Any) -> Any:
@@ -710,6 +789,19 @@ def _interpolate(
     )
 
 
+def _pad(tr: _Trace, x: Any, pad: Any, mode: str = "constant", value: Any = None) -> STensor:
+    xs = tr.tensor(x, "pad")
+    if fixed(mode) not in PAD_MODES or (value is not None and fixed(value) != 0):
+        raise TraceError(f"F.pad: mode {mode!r} with value {value!r} is not supported (zeros, reflect, "
+                         f"replicate, circular are): {user_line()}")  # fmt: skip
+    if any(p < 0 for p in pad):  # records the guards: a region with negative padding raises
+        raise TraceError(f"F.pad: negative padding (cropping) is not supported: {user_line()}")
+    n, rank = len(pad) // 2, xs.ndim
+    if n > rank - 2 and (fixed(mode) == "constant" or (n == rank - 1 and rank in (3, 4))):
+        raise TraceError(f"F.pad: padding the batch or channel dimension is not supported: {user_line()}")
+    return tr.apply("pad", tr.net.pad, _t(xs), [as_expr_like(p) for p in pad], fixed(mode))
+
+
 def _identity(tr: _Trace, x: Any, *args: Any, **kwargs: Any) -> STensor:
     return tr.tensor(x, "contiguous")
 
@@ -866,6 +958,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "chunk": _chunk,
     "split": _split,
     "interpolate": _interpolate,
+    "pad": _pad,
     "select": _select,
     "__getitem__": _getitem,
     "size": _size,
@@ -920,14 +1013,15 @@ def _linear_mod(tr: _Trace, mod: nn.Linear, x: Any) -> STensor:
 
 def _conv_mod(nd: int) -> Callable[..., STensor]:
     def h(tr: _Trace, mod: Any, x: Any) -> STensor:
-        if fixed(mod.padding_mode) != "zeros":
-            raise TraceError(
-                f"module {tr.where()}: padding_mode {mod.padding_mode!r} is not supported: {user_line()}"
-            )
         xs = _in(tr, x, mod)
         _claim(tr, mod)
         method = {1: tr.net.conv1d, 2: tr.net.conv2d, 3: tr.net.conv3d}[nd]
         pad = fixed(mod.padding) if isinstance(mod.padding, str) else _exprs(mod.padding)
+        mode = fixed(mod.padding_mode)
+        if mode != "zeros":  # ``_conv_forward``: F.pad(x, _reversed_padding_repeated_twice, mode), no padding
+            pads = conv_pads(pad, _exprs(mod.kernel_size), _exprs(mod.dilation))
+            xs = tr.apply("pad", tr.net.pad, _t(xs), pads, mode)
+            pad = (0,) * nd
         y = tr.apply(
             f"conv{nd}d", method, _t(xs), as_expr_like(mod.out_channels), _exprs(mod.kernel_size),
             _exprs(mod.stride), pad, _exprs(mod.dilation), as_expr_like(mod.groups), mod.bias is not None,
@@ -938,18 +1032,22 @@ def _conv_mod(nd: int) -> Callable[..., STensor]:
     return h
 
 
-def _conv_transpose_mod(tr: _Trace, mod: nn.ConvTranspose2d, x: Any, output_size: Any = None) -> STensor:
-    if output_size is not None or fixed(mod.padding_mode) != "zeros":
-        raise TraceError(f"module {tr.where()}: output_size or padding_mode is not supported: {user_line()}")
-    xs = _in(tr, x, mod)
-    _claim(tr, mod)
-    y = tr.apply(
-        "conv_transpose2d", tr.net.conv_transpose2d, _t(xs), as_expr_like(mod.out_channels),
-        _exprs(mod.kernel_size), _exprs(mod.stride), _exprs(mod.padding), _exprs(mod.output_padding),
-        _exprs(mod.dilation), as_expr_like(mod.groups), mod.bias is not None,
-    )  # fmt: skip
-    tr.bind(y, "in_channels matches the input", eq(_t(xs).shape[1], expr_of(mod.in_channels)))
-    return y
+def _conv_transpose_mod(nd: int) -> Callable[..., STensor]:
+    def h(tr: _Trace, mod: Any, x: Any, output_size: Any = None) -> STensor:
+        if output_size is not None:
+            raise TraceError(f"module {tr.where()}: output_size is not supported: {user_line()}")
+        xs = _in(tr, x, mod)  # (nn.ConvTransposeNd accepts padding_mode="zeros" only)
+        _claim(tr, mod)
+        method = {1: tr.net.conv_transpose1d, 2: tr.net.conv_transpose2d}[nd]
+        y = tr.apply(
+            f"conv_transpose{nd}d", method, _t(xs), as_expr_like(mod.out_channels),
+            _exprs(mod.kernel_size), _exprs(mod.stride), _exprs(mod.padding), _exprs(mod.output_padding),
+            _exprs(mod.dilation), as_expr_like(mod.groups), mod.bias is not None,
+        )  # fmt: skip
+        tr.bind(y, "in_channels matches the input", eq(_t(xs).shape[1], expr_of(mod.in_channels)))
+        return y
+
+    return h
 
 
 def _batchnorm_mod(tr: _Trace, mod: Any, x: Any) -> STensor:
@@ -1171,7 +1269,8 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.Conv1d: _conv_mod(1),
     nn.Conv2d: _conv_mod(2),
     nn.Conv3d: _conv_mod(3),
-    nn.ConvTranspose2d: _conv_transpose_mod,
+    nn.ConvTranspose1d: _conv_transpose_mod(1),
+    nn.ConvTranspose2d: _conv_transpose_mod(2),
     nn.BatchNorm1d: _batchnorm_mod,
     nn.BatchNorm2d: _batchnorm_mod,
     nn.LayerNorm: _layernorm_mod,
@@ -1273,9 +1372,10 @@ def _run(
     activate(tr)
     _CURRENT.append(tr)
     builtins.range = guarded_range  # type: ignore[misc]
+    init = _SkippedInit()
     try:
         cfg = {name: _wrap_param(tr, space[name], space.vars[name], env[name]) for name in space}
-        with torch.device("meta"), _Mode(tr):
+        with _Mode(tr), init:
             module = build(cfg)
             if not isinstance(module, nn.Module):
                 raise TraceError(f"build must return an nn.Module, got {type(module).__name__}")
@@ -1304,6 +1404,7 @@ def _run(
                     f"parameters through the ops that use them"
                 )
         region.net, region.outputs, region.binds = tr.net, tuple(o._t.index for o in outs), tr.binds
+        region.slots = _slots(tr, module)
     except TraceError:
         raise
     except Exception as err:  # the module rejects this configuration
@@ -1468,6 +1569,41 @@ def _key(v: Any) -> Any:
     return ("v", type(v).__name__, v)
 
 
+def _slots(tr: _Trace, root: nn.Module) -> dict[str, str]:
+    """Module path (as in op labels, ``7/conv1``) -> its *slot*: the path with each list position
+    replaced by the module's class, first parameter's symbolic shape and rank among the earlier
+    siblings alike (``Basic('conv1.weight', (w1, w0, k, k))#0/conv1``). A loop's k-th block sits at
+    another position of a ``Sequential`` in another region; its slot is the same, so the regions' ops
+    match. (Slots only decide which ops are shared: the merge stays exact for any matching.)"""
+    out = {"model": "model"}
+    todo = [(root, "", "model")]
+    while todo:
+        mod, path, slot = todo.pop()
+        seen: dict[str, int] = {}
+        for name, child in mod.named_children():
+            part = name
+            if name.isdigit():
+                first = next(iter(child.named_parameters()), None)  # optional parts come later
+                shape = first and (first[0], tr.shape_of(first[1]) or tuple(first[1].shape))
+                part = f"{type(child).__qualname__}{shape}"
+                seen[part] = seen.get(part, -1) + 1
+                part = f"{part}#{seen[part]}"
+            cpath = f"{path}/{name}" if path else name
+            out[cpath] = f"{slot}/{part}"
+            todo.append((child, cpath, out[cpath]))
+    return out
+
+
+def _slot(label: str, slots: Mapping[str, str]) -> str:
+    """The slot (see :func:`_slots`) of the module path in an op's label (a parameter's: its module's)."""
+    where = label.split(" ", 1)[1] if " " in label else ""
+    head, rest = where, ""
+    while head and head not in slots:
+        head, _, last = head.rpartition("/")
+        rest = f"{last}/{rest}" if rest else last
+    return f"{slots.get(head, head)}/{rest}" if rest else slots.get(head, head)
+
+
 def _merge(regions: list[_Region], gates: _Gates, cache: dict[Any, Any]) -> Network:
     """One network for all regions, its ops in an order that keeps every region's execution order
     (so liveness, hence memory, is the region's own). Ops are matched by (op, module, attributes,
@@ -1509,7 +1645,7 @@ def _merge_with(
         seen: dict[Any, int] = {}  # identical ops (k and v projections) are told apart by occurrence
         prev = None
         for node in r.net.nodes:
-            where = node.label.split(" ", 1)[1] if " " in node.label else ""
+            where = _slot(node.label, r.slots)
             inputs = tuple(keys[r.net.producer[t]] for t in node.inputs)
             # positional: ops are matched without their inputs, but not across regions that produce
             # the inputs in another order (the memory model reads production order off them)
@@ -1699,6 +1835,7 @@ class TorchModel:
         self.invalid_regions = 0
         self.trace_seconds = 0.0
         self._cache: tuple[Any, Network] | None = None
+        self.unchecked = 0  # configurations ``disagreements`` could not check (see MeasureError)
 
     def network(self, space: Any) -> Network:
         """The symbolic network of the model over ``space`` (traced and merged on the first call)."""
@@ -1716,23 +1853,36 @@ class TorchModel:
 
     def measure(self, config: Mapping[str, Any]) -> tuple[int, int] | None:
         """PyTorch's own ``(params, FLOPs)`` of ``config``: ``build(config)`` on the meta device (no
-        weight memory), one forward of ``inputs(config)`` under ``FlopCounterMode`` (2 FLOPs per
-        multiply-add), parameters counted once each (tied ones once). ``None`` when building or the
-        forward raises, or makes an empty tensor (dnnsat requires every dimension >= 1): invalid.
-        The per-trial safety net for what a trace cannot see (about the cost of one module build)."""
+        weight memory, weight initialisation skipped), one forward of ``inputs(config)`` under
+        ``FlopCounterMode`` (2 FLOPs per multiply-add), parameters counted once each (tied ones once).
+        ``None`` when building or the forward raises, or makes an empty tensor (dnnsat requires every
+        dimension >= 1): invalid. :class:`MeasureError` when PyTorch cannot run the model on the meta
+        device (an op without a meta kernel, ``.item()``): neither valid nor invalid. Leaves torch's
+        random state and the warnings filters as they were. The per-trial safety net for what a trace
+        cannot see (about 0.1 s for a CNN or transformer, 0.7 s for an LSTM: PyTorch's meta kernels)."""
         from torch.utils.flop_counter import FlopCounterMode
 
         cfg = dict(config)
-        try:
-            with torch.device("meta"):
-                module = self.build(cfg)
-                xs = self.inputs(cfg)
-            xs = [x if isinstance(x, torch.Tensor) else torch.empty(*x, device="meta") for x in _examples(xs)]
-            empty = _EmptyTensors()
-            with FlopCounterMode(display=False) as counter, empty:
-                module(*xs)
-        except Exception:  # the user's code or PyTorch refused the configuration: invalid
-            return None
+        with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+            warnings.simplefilter("ignore")
+            try:
+                with torch.device("meta"), _SkippedInit():
+                    module = self.build(cfg)
+                    xs = self.inputs(cfg)
+                xs = [
+                    x if isinstance(x, torch.Tensor) else torch.empty(*x, device="meta")
+                    for x in _examples(xs)
+                ]
+                empty = _EmptyTensors()
+                with FlopCounterMode(display=False) as counter, empty:
+                    module(*xs)
+            except Exception as err:  # the user's code or PyTorch refused the configuration: invalid
+                if _META.search(f"{type(err).__name__}: {err}"):
+                    raise MeasureError(
+                        f"PyTorch cannot run this model on the meta device ({type(err).__name__}: "
+                        f"{str(err).splitlines()[0][:160]}): {_user_frame(err)}"
+                    ) from err
+                return None
         params = list(module.parameters())
         if empty.found or any(p.numel() == 0 for p in params):
             return None
@@ -1740,8 +1890,16 @@ class TorchModel:
 
     def disagreements(self, problem: Any, config: Mapping[str, Any]) -> list[str]:
         """Where ``problem`` (built on this model) and :meth:`measure` disagree on ``config``: validity,
-        ``params`` or ``flops``, as readable lines (empty when they agree)."""
-        real = self.measure(config)
+        ``params`` or ``flops``, as readable lines (empty when they agree). A configuration PyTorch
+        cannot measure on the meta device (:class:`MeasureError`) is not a disagreement: it warns
+        (once per model), counts in ``unchecked`` and gives ``[]``."""
+        try:
+            real = self.measure(config)
+        except MeasureError as err:
+            if not self.unchecked:
+                warnings.warn(f"from_torch: configurations not checked: {err}", stacklevel=2)
+            self.unchecked += 1
+            return []
         # validity rules are named "<op>#<position>: <rule>"; budget limits after their cost
         invalid = [str(v) for v in problem.check(config).violations if "#" in v.name]
         if real is None or invalid:
