@@ -5,8 +5,8 @@
 
 1. **This CPU**: zoo configurations (6 families, sampled under FLOPs/params caps so one thread runs each
    in milliseconds) materialized with ``dnnsat.torch.to_torch`` and timed with ``measure_latency``
-   (eval mode, 1 thread, warm-up round, median over interleaved rounds). Predictions: the catalog's
-   generic ``cpu-1core`` profile and the ``calibrate()`` micro-benchmark profile zero-shot, then
+   (eval mode, 1 thread, thread CPU time, warm-up round, median over interleaved rounds). Predictions: the
+   catalog's generic ``cpu-1core`` profile and the ``calibrate()`` micro-benchmark profile zero-shot, then
    ``fit_device`` on a fixed 20-config subset (seed 0); metrics on the other configs.
 2. **NAS-Bench-201 on HELP's protocol** (``nb201_latency.csv``, 15,625 architectures): per device column
    (GPUs 1080 Ti, Titan X, Titan Xp at batch 1/32/256, Xeons, and phones and the Raspberry Pi 4 as
@@ -96,7 +96,8 @@ def cpu_configs(quick: bool) -> list[tuple[str, Any, dict[str, Any]]]:
 def cpu_measure(items: list[tuple[str, Any, dict[str, Any]]], rounds: int) -> np.ndarray:
     """Median seconds per configuration: 1 thread, eval mode, a warm-up round, then ``rounds`` interleaved
     rounds; each visit times 3 back-to-back calls after one untimed call (caches warm) and keeps their
-    median, and the result is the median over rounds."""
+    median, and the result is the median over rounds. Thread CPU time (``clock="thread"``): on a shared
+    machine, other processes' time slices do not count."""
     import torch
 
     from dnnsat.torch import example_inputs, measure_latency, to_torch
@@ -105,12 +106,14 @@ def cpu_measure(items: list[tuple[str, Any, dict[str, Any]]], rounds: int) -> np
     modules = [to_torch(p, cfg) for _, p, cfg in items]
     inputs = [example_inputs(m, "cpu") for m in modules]
     for m, x in zip(modules, inputs):
-        measure_latency(m, x, repeats=1, warmup=1, threads=1)
+        measure_latency(m, x, repeats=1, warmup=1, threads=1, clock="thread")
     times = np.empty((rounds, len(items)))
     rng = np.random.default_rng(SEED)
     for r in range(rounds):
         for i in rng.permutation(len(items)):  # interleaved: noise hits every configuration alike
-            times[r, i] = measure_latency(modules[i], inputs[i], repeats=3, warmup=1, threads=1)
+            times[r, i] = measure_latency(
+                modules[i], inputs[i], repeats=3, warmup=1, threads=1, clock="thread"
+            )
     return np.asarray(np.median(times, axis=0))
 
 
@@ -129,7 +132,7 @@ def cpu_part(quick: bool) -> str:
     print(f"CPU: {len(items)} configurations over {len(FAMILIES)} families")
     load_start = os.getloadavg()
     t0 = time.perf_counter()
-    local = calibrate("cpu", threads=1, quick=quick)
+    local = calibrate("cpu", threads=1, quick=quick, clock="thread")
     measured = cpu_measure(items, rounds)
     load_end = os.getloadavg()
     print(f"CPU: calibrated and measured {rounds} rounds in {time.perf_counter() - t0:.1f} s")
@@ -166,9 +169,11 @@ def cpu_part(quick: bool) -> str:
         [
             f"### This CPU: {len(items)} zoo configurations, fit on {N_CAL}, metrics on {len(hold)}",
             "",
-            f"{machine()}; torch {torch.__version__}, 1 thread, eval mode, median over {rounds} interleaved "
-            f"rounds (each: 1 untimed + median of 3 back-to-back calls) after a warm-up round; measured "
-            f"latencies {measured.min() * 1e3:.2f}-{measured.max() * 1e3:.1f} ms. Load average (1/5/15 min) "
+            f"{machine()}; torch {torch.__version__}, 1 thread, eval mode, thread CPU time "
+            "(`time.thread_time`: `measure_latency(clock='thread')`, `calibrate(clock='thread')`), "
+            f"median over {rounds} interleaved rounds (each: 1 untimed + median of 3 back-to-back calls) "
+            f"after a warm-up round; measured latencies {measured.min() * 1e3:.2f}-"
+            f"{measured.max() * 1e3:.1f} ms. Load average (1/5/15 min) "
             f"before {[round(x, 2) for x in load_start]}, after {[round(x, 2) for x in load_end]} "
             "(shared machine).",
             "",
@@ -179,7 +184,12 @@ def cpu_part(quick: bool) -> str:
             markdown_table(["family", "n", "Kendall τ", "MAPE", "within ±10 %"], per_fam),
             "",
             f"Micro-benchmarks: {local.peak_flops['fp32'] / 1e9:.1f} GFLOP/s matmul, "
-            f"{local.memory_bandwidth / 1e9:.1f} GB/s copy, {local.launch_overhead_s * 1e6:.2f} µs per op. "
+            f"{local.memory_bandwidth / 1e9:.1f} GB/s copy, {local.launch_overhead_s * 1e6:.2f} µs per op, "
+            f"{local.conv_overhead_s * 1e6:.1f} µs more per oneDNN convolution; probe-op efficiencies "
+            + ", ".join(
+                f"{k} {v:.3g}" for k, v in sorted(local.efficiency.items()) if k not in ("compute", "memory")
+            )
+            + ". "
             f"Fitted: launch overhead {fitted.launch_overhead_s * 1e6:.2f} µs; efficiencies {eff}.",
         ]
     )

@@ -86,3 +86,21 @@ def test_batched_jacobian_equals_one_point_at_a_time() -> None:
     assert jac.shape == (2, 3)
     np.testing.assert_allclose(jac, one_by_one, rtol=0, atol=1e-12)
     np.testing.assert_allclose(jac, np.exp(theta @ a.T)[:, None] * a, rtol=1e-5)  # the analytic Jacobian
+
+
+def test_probed_efficiencies_need_strong_evidence_to_move() -> None:
+    """A class the probes measured (``probed``) keeps its value when few noisy samples barely involve it;
+    the same fit without ``probed`` moves it further. Exact samples still move it to the truth."""
+    from dnnsat.cost._devices import PROBE_PRIOR_WEIGHT
+
+    samples = _samples(TRUTH, 6, noise=0.3, seed=3)
+    probed = BASE.replace(efficiency={**BASE.efficiency, "pointwise": 0.1}, probed=("pointwise",))
+    free = probed.replace(probed=())
+    held, moved = (abs(np.log(fit_device(p, samples).efficiency["pointwise"] / 0.1)) for p in (probed, free))
+    assert held < moved
+    fitted = fit_device(probed, samples)
+    assert fitted.probed == () and f">= {PROBE_PRIOR_WEIGHT:g}" in fitted.sources["efficiency"]
+    exact = fit_device(
+        probed.replace(efficiency={**probed.efficiency, "conv": 0.5}), _samples(TRUTH, 20, 0.0, 0)
+    )
+    assert exact.efficiency["conv"] == pytest.approx(0.025, rel=0.1)

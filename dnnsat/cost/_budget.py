@@ -130,7 +130,8 @@ class Budget:
             isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < 1
         ):
             raise ValueError(
-                f"Budget: dataset_size must be a positive int (training samples per epoch), got {dataset_size!r}"
+                "Budget: dataset_size must be a positive int (training samples per epoch), "
+                f"got {dataset_size!r}"
             )
         if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < 1:
             raise ValueError(f"Budget: margin must be a number with 0 <= margin < 1, got {margin!r}")

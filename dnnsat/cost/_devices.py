@@ -229,7 +229,9 @@ class DeviceProfile:
     """One device. Units: FLOP/s, bytes/s, bytes, seconds; ``efficiency`` values are shares of the peaks.
 
     A fitted factor may exceed 1 where the peak is a measured number (``calibrate``) that some ops beat,
-    e.g. tensors that stay in cache move faster than a DRAM copy.
+    e.g. tensors that stay in cache move faster than a DRAM copy. ``probed``: the op classes whose
+    ``efficiency`` factor a probe op measured on the device (``calibrate``); :func:`fit_device` holds
+    them near that value unless the samples clearly disagree (``()``: none, e.g. catalog entries).
 
     ``channel_block``: GEMM-like kernels process channels in blocks of this many elements (SIMD lanes
     on a CPU, e.g. 16 fp32 lanes with AVX-512); the latency model pads their work to whole blocks.
@@ -248,6 +250,12 @@ class DeviceProfile:
     ``parallel_overhead_s`` (CPUs, mobile CPUs; seconds): the extra fixed cost of each GEMM-like op
     (convolution, matmul), which the runtime splits across the cores through a thread pool (wake-up,
     work distribution, barrier); 0: not modelled (nor fitted).
+    ``conv_overhead_s`` (CPUs; seconds): the extra fixed cost of each convolution PyTorch's eager mode runs
+    through oneDNN (primitive creation, reorder calls); where it is > 0 the latency model also charges
+    the reorders of the plain-layout input, weights and output to oneDNN's blocked layout and back
+    (``calibrate`` measures it; 0: neither modelled, e.g. catalog CPUs, whose convolutions are fitted as
+    a whole). ``threads`` (CPUs): the thread count PyTorch runs with (0: not known, taken as several),
+    which decides which convolutions PyTorch hands to oneDNN (:mod:`dnnsat.cost._latency`).
     ``isa`` (CPU): the oneDNN ISA its kernels use (:data:`CPU_ISAS`), which sets the memory model's
     convolution buffers; ``""``: derived from ``channel_block`` (16: ``avx512_core``, else ``avx2``).
     In the catalog, ``isa: local`` means this machine's, detected at run time with ``channel_block``.
@@ -274,6 +282,8 @@ class DeviceProfile:
     cache_bytes: int = 0
     cache_bandwidth: float = 0.0
     parallel_overhead_s: float = 0.0
+    conv_overhead_s: float = 0.0
+    threads: int = 0
     array_rows: int = 0
     array_cols: int = 0
     buffer_bytes: int = 0
@@ -281,6 +291,7 @@ class DeviceProfile:
     sources: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     aliases: tuple[str, ...] = ()
+    probed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -303,6 +314,15 @@ class DeviceProfile:
                 f"device {self.name!r}: parallel_overhead_s must be >= 0 seconds and only applies to kinds "
                 f"'cpu' and 'mobile_cpu' (this one is {self.kind!r}), got {self.parallel_overhead_s!r}"
             )
+        if (
+            not self.conv_overhead_s >= 0
+            or not self.threads >= 0
+            or ((self.conv_overhead_s or self.threads) and self.kind != "cpu")
+        ):
+            raise ValueError(
+                f"device {self.name!r}: conv_overhead_s (seconds) and threads must be >= 0 and only apply to "
+                f"kind 'cpu' (this one is {self.kind!r}), got {self.conv_overhead_s!r}, {self.threads!r}"
+            )
         if self.kind != "accelerator" and any(accel.values()):
             raise ValueError(
                 f"device {self.name!r}: {', '.join(k for k, v in accel.items() if v)} only apply to "
@@ -318,6 +338,12 @@ class DeviceProfile:
         if bad or not ok or (self.cache_bytes > 0 and not self.cache_bandwidth > 0):
             raise ValueError(
                 f"device {self.name!r}: peaks, bandwidth and efficiencies must be positive ({bad})"
+            )
+        unprobed = [c for c in self.probed if c not in self.efficiency]
+        if unprobed:
+            raise ValueError(
+                f"device {self.name!r}: probed names op classes whose efficiency a probe op measured; "
+                f"{unprobed} have no factor in efficiency (add it or remove them from probed)"
             )
         odd = {k: v for k, v in self.libraries.items() if k not in LIBRARIES or v < 0}
         if odd or self.cublas_workspace_bytes < 0 or self.context_bytes < 0:
@@ -363,6 +389,7 @@ class DeviceProfile:
             dict(self.libraries),
         )
         d["aliases"] = list(self.aliases)
+        d["probed"] = list(self.probed)
         return d
 
     def to_json(self) -> str:
@@ -397,9 +424,12 @@ class DeviceProfile:
         for key in ACCELERATOR_NUMBERS:
             d[key] = int(d.get(key, 0))
         d["parallel_overhead_s"] = float(d.get("parallel_overhead_s", 0.0))
+        d["conv_overhead_s"] = float(d.get("conv_overhead_s", 0.0))
+        d["threads"] = int(d.get("threads", 0))
         if "efficiency" in d:
             d["efficiency"] = {k: float(v) for k, v in d["efficiency"].items()}
         d["aliases"] = tuple(d.get("aliases", ()))
+        d["probed"] = tuple(str(c) for c in d.get("probed", ()))
         return cls(**d)
 
     @classmethod
@@ -482,6 +512,9 @@ def get_device(device: str | Path | DeviceProfile) -> DeviceProfile:
 
 Sample = tuple[Any, float]
 PRIOR_GRID = (1e-4, 1e-3, 1e-2, 0.1, 1.0)  # prior weights fit_device(prior_weight="cv") chooses from
+# prior weight fit_device gives, at least, to a class efficiency a probe op measured (DeviceProfile.probed):
+# the probe counts like one more sample (residuals are log errors), so the samples must agree to move it
+PROBE_PRIOR_WEIGHT = 1.0
 
 
 def fit_device(
@@ -517,6 +550,11 @@ def fit_device(
     profile. Leave-one-out residuals come from the Gauss-Newton linearisation at each fit
     (``r_i / (1 - h_ii)``, the PRESS statistic): no refits. A number fixes the weight (0.05 was the
     default before). The choice is recorded in the profile's ``sources``.
+
+    Efficiencies of the classes in ``profile.probed`` (measured on the device by a probe op,
+    :func:`dnnsat.torch.calibrate`) get a prior weight of at least :data:`PROBE_PRIOR_WEIGHT` (as much as
+    one sample), whatever the chosen weight: a few samples that barely involve a class cannot move a
+    measured value far. The fitted profile has no ``probed`` classes (its factors are fitted).
     """
     from ..expr import compile_vectorized
     from ..graph import Network
@@ -572,12 +610,15 @@ def fit_device(
     # efficiencies (compute-bound everywhere) and keep the better fit
     low = start.copy()
     low[len(overheads) + 1 :] -= math.log(30.0)
+    probe_floor = np.array([PROBE_PRIOR_WEIGHT if n in base.probed else 0.0 for n in names])
 
     def fit(weight: float, starts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """Fits from each start, the best of them and its leave-one-out residuals."""
 
+        strength = np.sqrt(np.maximum(weight, probe_floor))
+
         def residuals(theta: np.ndarray) -> np.ndarray:
-            prior = math.sqrt(weight) * (theta - start)
+            prior = strength * (theta - start)
             return np.concatenate([predict(theta) - measured, prior], axis=-1)
 
         fits = [_levenberg_marquardt(residuals, s) for s in starts]
@@ -605,6 +646,8 @@ def fit_device(
     efficiency = {**base.efficiency, "memory": float(fitted["memory"])}
     efficiency.update({c: float(fitted[c]) for c in classes})
     n = len(samples)
+    if base.probed:
+        how += f"; probed classes ({', '.join(base.probed)}) weight >= {PROBE_PRIOR_WEIGHT:g}"
     note = f"fitted by fit_device on {n} measured latencies (log least squares, {how})"
     return base.replace(
         name=name or f"{base.name}-fitted",
@@ -614,6 +657,7 @@ def fit_device(
         sources={**base.sources, "launch_overhead_s": note, "efficiency": note}
         | ({"parallel_overhead_s": note} if len(overheads) > 1 else {}),
         aliases=(),
+        probed=(),
     )
 
 

@@ -18,7 +18,14 @@ CLASS_SCALE[class]``. Each op also launches ``launches`` kernels, each costing `
 host-side dispatch.
 
 * CPU (``kind == "cpu"``): dispatch and kernels run one after the other:
-  ``latency = sum(t_op + launches * launch_overhead_s)``.
+  ``latency = sum(t_op + launches * launch_overhead_s)``. Where the profile has ``conv_overhead_s > 0``
+  (``calibrate``'s profiles: PyTorch eager's oneDNN path), each convolution PyTorch hands to oneDNN
+  (ATen's rule, :func:`_runs_onednn`) also costs ``conv_overhead_s`` plus a memory-bound reorder of its
+  input, output (each read and written) and weights to oneDNN's blocked layout and back, and the other
+  convolutions (ATen's im2col + GEMM kernels) are class ``aten_conv``, work padded like a matmul's; its input
+  channels are not padded below one block (oneDNN's plain-source kernels), and a grouped convolution runs
+  oneDNN's direct kernels at ``sub-block / block`` of the vector width when its channels per group are a
+  multiple of a sub-block, else im2col + GEMM (:func:`_onednn_grouped`).
 * Mobile CPU (``kind == "mobile_cpu"``: phones, Raspberry Pi, running a deployment runtime such as
   TFLite/XNNPACK): summed like a CPU, ``launch_overhead_s`` being the runtime's per-op overhead, plus
   ``parallel_overhead_s`` per GEMM-like op (convolutions, matmuls), which the runtime spreads over the
@@ -75,7 +82,9 @@ __all__ = [
 ]
 
 DEFAULT_DEVICE = "cpu"  # profile used when no device is given
-MATMUL_LIKE = frozenset({"matmul", "attention", "conv", "pointwise", "grouped_conv", "recurrent"})
+MATMUL_LIKE = frozenset(
+    {"matmul", "attention", "conv", "pointwise", "grouped_conv", "aten_conv", "recurrent"}
+)
 
 Launches = int | Callable[[Network, Node], Expr]
 
@@ -98,6 +107,7 @@ OP_TABLE: dict[str, tuple[str, Launches]] = {
     "narrow": ("view", 0),  # a piece of chunk / split
     "conv1d": ("conv", 1),  # split into "grouped_conv" when groups > 1 (depthwise)
     "conv2d": ("conv", 1),
+    "conv_transpose1d": ("conv", 1),
     "conv_transpose2d": ("conv", 1),
     "conv3d": ("conv", 1),
     "linear": ("matmul", 1),  # addmm / matmul with fused bias
@@ -115,6 +125,7 @@ OP_TABLE: dict[str, tuple[str, Launches]] = {
     "groupnorm": ("norm", 1),
     "rmsnorm": ("norm", 1),
     "upsample": ("copy", 1),
+    "pad": ("copy", 1),  # F.pad, or a ConvNd's padding_mode before its convolution
     "softmax": ("elementwise", 1),
     "dropout": ("elementwise", 0),  # identity in eval mode (1 kernel when training)
     "add": ("elementwise", 1),
@@ -143,6 +154,7 @@ BACKWARD_WORK = {
     "conv": 2,
     "pointwise": 2,
     "grouped_conv": 2,
+    "aten_conv": 2,
     "recurrent": 2,
     "norm": 2,
 }  # others: 1
@@ -191,7 +203,8 @@ class _Mapping:
     eval-mode batch norms after a convolution cost nothing; ``fuse_act``: activation functions cost
     nothing; ``buffer``: on-chip buffer bytes for the DRAM-traffic rule (0: not modelled);
     ``one_gemm``: 1x1 convolutions run the same GEMM kernels as k x k ones (class ``conv``, no
-    ``pointwise`` class of their own).
+    ``pointwise`` class of their own); ``onednn``: PyTorch eager on a CPU whose profile models its oneDNN
+    convolution path (``conv_overhead_s > 0``), run with ``threads`` threads (0: several) in ``fp32``.
     """
 
     rows: int = 1
@@ -201,14 +214,26 @@ class _Mapping:
     fuse_act: bool = False
     buffer: int = 0
     one_gemm: bool = False
+    onednn: bool = False
+    threads: int = 0
+    fp32: bool = True
 
     @staticmethod
-    def of(profile: DeviceProfile) -> _Mapping:
+    def of(profile: DeviceProfile, dtype: str = "float32") -> _Mapping:
         if profile.kind == "accelerator":
             rows, cols = profile.array_rows, profile.array_cols
             return _Mapping(rows, cols, True, True, True, profile.buffer_bytes, one_gemm=True)
         block = profile.channel_block
-        return _Mapping(block, block, one_gemm=profile.kind == "mobile_cpu")
+        onednn = profile.kind == "cpu" and profile.conv_overhead_s > 0
+        fp32 = dtype in ("float32", "fp32")
+        return _Mapping(
+            block,
+            block,
+            one_gemm=profile.kind == "mobile_cpu",
+            onednn=onednn,
+            threads=profile.threads,
+            fp32=fp32,
+        )
 
 
 ACTIVATIONS = frozenset({"relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6"})
@@ -233,7 +258,7 @@ def _forward_terms(net: Network, act: int, par: int, train: bool, block: int | _
             continue
         if not train and mapping.fold_norm and node.op == "batchnorm":
             src = producer.get(node.inputs[0])
-            if src is not None and src.op in ("conv1d", "conv2d", "conv3d", "conv_transpose2d"):
+            if src is not None and src.op.startswith("conv"):  # conv1d/2d/3d, conv_transpose1d/2d
                 continue  # folded into the convolution's weights and bias
         if not train and mapping.fuse_act and node.op in ACTIVATIONS:
             continue  # applied on the fly as data leaves the PE array
@@ -250,7 +275,26 @@ def _forward_terms(net: Network, act: int, par: int, train: bool, block: int | _
                 tiles = maximum(ceildiv(par * info.params, max(mapping.buffer // 2, 1)), 1)
                 nbytes = nbytes + inputs * (tiles - 1)
         shapes = [net.tensors[i].shape for i in node.inputs]
-        if cls == "conv":
+        if cls == "conv" and mapping.onednn:
+            x, y = net.tensors[node.inputs[0]], net.tensors[node.output]
+            onednn = _runs_onednn(node, x.shape, mapping)
+            terms.extend(_conv_terms(node, x.shape[1], work, nbytes, k, mapping, node.gate & onednn))
+            # ATen's own kernels (im2col + GEMM per group; no im2col for 1x1): GEMMs padded like a matmul's
+            groups = as_expr(node.attrs.get("groups", 1))
+            aten = (
+                work
+                * _pad(x.shape[1] // groups, rows)
+                * _pad(as_expr(node.attrs["out_channels"]) // groups, cols)
+            )
+            # oneDNN: plain-layout input, weights and output reordered to its blocked layout and back
+            moved = 2 * act * (x.numel + y.numel) + 2 * par * info.params
+            for cond, kind, w, b in (
+                (~onednn, "aten_conv", aten, nbytes),
+                (onednn, "reorder", Const(0), moved),
+            ):
+                if not (cond.is_const and not cond.value):
+                    terms.append(_Term(node.gate & cond, kind, w, b, k))
+        elif cls == "conv":
             terms.extend(_conv_terms(node, shapes[0][1], work, nbytes, k, mapping))
         elif node.op == "attention":
             terms.extend(_attention_terms(node, shapes[0], work, nbytes, k, mapping, act))
@@ -262,8 +306,11 @@ def _forward_terms(net: Network, act: int, par: int, train: bool, block: int | _
     return terms
 
 
-def _conv_terms(node: Node, cin: Expr, work: Expr, nbytes: Expr, k: Expr, mapping: _Mapping) -> list[_Term]:
-    """A convolution as ``pointwise`` (1x1: a GEMM), ``conv`` (k x k) or ``grouped_conv`` (groups > 1).
+def _conv_terms(
+    node: Node, cin: Expr, work: Expr, nbytes: Expr, k: Expr, mapping: _Mapping, gate: Expr | None = None
+) -> list[_Term]:
+    """A convolution as ``pointwise`` (1x1: a GEMM), ``conv`` (k x k) or ``grouped_conv`` (groups > 1),
+    active when ``gate`` (default ``node.gate``).
 
     Work is padded to whole channel blocks (input channels to ``rows``, output channels to ``cols``):
     input and output channels per group, or the channels themselves for depthwise convolutions (one
@@ -277,16 +324,52 @@ def _conv_terms(node: Node, cin: Expr, work: Expr, nbytes: Expr, k: Expr, mappin
     dense = work * _pad(cin, rows) * _pad(cout, cols)
     cin_g, cout_g = cin // groups, cout // groups
     depthwise = _pad(cout, cols) * (rows if mapping.depthwise_rows else 1)
-    grouped = work * where(cin_g == 1, depthwise, _pad(cin_g, rows) * _pad(cout_g, cols))
+    padded = _pad(cin_g, rows) * _pad(cout_g, cols)
+    if mapping.onednn:
+        dense = work * where(cin < rows, 1.0, _pad(cin, rows)) * _pad(cout, cols)
+        padded = _onednn_grouped(cin_g, cout_g, rows, padded)
+    grouped = work * where(cin_g == 1, depthwise, padded)
     out: list[_Term] = []
     for cond, cls, w in (
         ((groups == 1) & one, "conv" if mapping.one_gemm else "pointwise", dense),
         ((groups == 1) & ~one, "conv", dense),
         (groups != 1, "grouped_conv", grouped),
     ):
-        if not (cond.is_const and not cond.value):
-            out.append(_Term(node.gate & cond, cls, w, nbytes, k))
+        active = (node.gate if gate is None else gate) & cond
+        if not (active.is_const and not active.value):
+            out.append(_Term(active, cls, w, nbytes, k))
     return out
+
+
+def _onednn_grouped(cin_g: Expr, cout_g: Expr, block: int, gemm: Expr) -> Expr:
+    """Work factor of a grouped (not depthwise) convolution through oneDNN on a CPU with ``block``-lane
+    vectors: its direct kernels run when the channels per group are a multiple of a sub-block (4, 8 or 16
+    with AVX-512; the full block otherwise), using ``sub-block / block`` of each vector; other groups run
+    im2col + GEMM per group (``gemm``: both channel counts padded to whole blocks)."""
+    factor = gemm
+    for sub in (4, 8, 16):
+        if sub <= block and (sub == block or block >= 16):
+            fits = ((cin_g // sub) * sub == cin_g) & ((cout_g // sub) * sub == cout_g)
+            factor = where(fits, block / sub, factor)
+    return factor
+
+
+def _runs_onednn(node: Node, x: tuple[Expr, ...], mapping: _Mapping) -> Expr:
+    """Whether PyTorch's eager CPU convolution runs ``node`` through oneDNN (ATen ``use_mkldnn``, fp32):
+    not a 1x1, stride-1, undilated convolution of a batch below 16 on one thread, nor an ungrouped one with
+    a kernel of at most 3 (in some dimension) on a single input of at most 20480 elements (those run
+    ATen's own im2col + GEMM kernels); other dtypes always run oneDNN."""
+    if not mapping.fp32:
+        return Const(True)
+    batch = as_expr(x[0])
+    kernel = [as_expr(d) for d in node.attrs.get("kernel_size", (Const(1),))]
+    ones = all_(as_expr(d) == 1 for d in (*node.attrs.get("stride", ()), *node.attrs.get("dilation", ())))
+    native_1x1 = ones & (batch < 16) & all_(d == 1 for d in kernel) if mapping.threads == 1 else Const(False)
+    numel = batch
+    for d in x[1:]:
+        numel = numel * as_expr(d)
+    small = (as_expr(node.attrs.get("groups", 1)) == 1) & ~all_(d > 3 for d in kernel)
+    return ~native_1x1 & ~(small & (batch == 1) & (numel <= 20480))
 
 
 def _attention_terms(
@@ -350,6 +433,8 @@ def _combine(terms: list[_Term], profile: DeviceProfile, dtype: str, p: Mapping[
             op_time = maximum(compute, memory) + launch * t.launches
             if t.cls in MATMUL_LIKE and not _zero(parallel):
                 op_time = op_time + parallel
+            if t.cls == "reorder":
+                op_time = op_time + as_expr(p.get("conv_overhead_s", 0.0))
             parts.append(where(t.gate, op_time, 0.0))
         return _tree_sum(parts)
     issue: Expr = Const(0.0)
@@ -404,7 +489,7 @@ def latency_model(net: Network, budget: Any, device: str | DeviceProfile) -> Lat
     """Inference latency of ``net``, launch overhead and efficiencies as variables (:class:`LatencyModel`)."""
     profile = get_device(device)
     act, par, dtype = _element_bytes(budget)
-    terms = _forward_terms(net, act, par, train=False, block=_Mapping.of(profile))
+    terms = _forward_terms(net, act, par, train=False, block=_Mapping.of(profile, dtype))
     classes = tuple(sorted({t.cls for t in terms if not _zero(t.work)}))
     p: dict[str, ExprLike] = {c: Var(f"__eff_{c}", "real") for c in {t.cls for t in terms}}
     p["memory"] = Var("__eff_memory", "real")
@@ -412,6 +497,7 @@ def latency_model(net: Network, budget: Any, device: str | DeviceProfile) -> Lat
     parallel = profile.parallel_overhead_s > 0
     if parallel:
         p["parallel_overhead_s"] = Var("__parallel_overhead_s", "real")
+    p["conv_overhead_s"] = profile.conv_overhead_s
     return LatencyModel(_combine(terms, profile, dtype, p), classes, parallel)
 
 
@@ -426,13 +512,14 @@ def latency_expressions(
     """
     profile = get_device(device if device is not None else DEFAULT_DEVICE)
     act, par, dtype = _element_bytes(budget)
-    fwd = _forward_terms(net, act, par, train=False, block=_Mapping.of(profile))
-    train = _train_terms(net, act, par, getattr(budget, "optimizer", None), _Mapping.of(profile))
+    fwd = _forward_terms(net, act, par, train=False, block=_Mapping.of(profile, dtype))
+    train = _train_terms(net, act, par, getattr(budget, "optimizer", None), _Mapping.of(profile, dtype))
     classes = {t.cls for t in fwd + train}
     p: dict[str, ExprLike] = {c: class_efficiency(profile, c) for c in classes}
     p["memory"] = profile.efficiency["memory"]
     p["launch_overhead_s"] = profile.launch_overhead_s
     p["parallel_overhead_s"] = profile.parallel_overhead_s
+    p["conv_overhead_s"] = profile.conv_overhead_s
     return {
         "latency": _combine(fwd, profile, dtype, p),
         "train_step_time": _combine(train, profile, dtype, p),

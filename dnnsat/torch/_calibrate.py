@@ -92,7 +92,9 @@ def _host_memory_bytes() -> int:
         return 0
 
 
-def _cache(dev: torch.device, repeats: int, dram_bandwidth: float) -> tuple[int, float, str]:
+def _cache(
+    dev: torch.device, repeats: int, dram_bandwidth: float, clock: Callable[[], float] = time.perf_counter
+) -> tuple[int, float, str]:
     """(cache bytes, cache bandwidth, note): the largest copy working set (2 x 256 KiB ... 2 x 16 MiB) that
     still moves at >= 1.5x the DRAM bandwidth, and the median bandwidth of those sizes."""
     fast: list[tuple[int, float]] = []
@@ -105,7 +107,7 @@ def _cache(dev: torch.device, repeats: int, dram_bandwidth: float) -> tuple[int,
             for _ in range(calls):
                 dst.copy_(src)
 
-        bw = 2 * size / (_median_time(loop, repeats, 1, dev) / calls)
+        bw = 2 * size / (_median_time(loop, repeats, 1, dev, clock) / calls)
         if bw < 1.5 * dram_bandwidth:
             break
         fast.append((2 * size, bw))
@@ -155,8 +157,93 @@ def _gpu_footprint(dev: torch.device) -> tuple[int, dict[str, int], int]:
     return context, {k: max(0, v) for k, v in libraries.items()}, workspace
 
 
+def _conv_overhead(repeats: int, launch: float, clock: Callable[[], float]) -> float:
+    """Seconds a convolution through oneDNN costs beyond two op dispatches (its own and its reorders'),
+    from a 1x1 convolution of 16 channels on a 16 x 16 x 1 x 1 input (negligible work; batch 16 runs
+    oneDNN at any thread count)."""
+    conv = torch.nn.Conv2d(16, 16, 1, bias=False).eval()
+    x = torch.randn(16, 16, 1, 1)
+    calls = 50
+
+    def loop() -> None:
+        for _ in range(calls):
+            conv(x)
+
+    with torch.inference_mode():
+        return max(_median_time(loop, repeats, 1, torch.device("cpu"), clock) / calls - 2 * launch, 0.0)
+
+
+def _probes() -> list[tuple[str, torch.nn.Module, tuple[int, ...], Callable[[Any, Any], Any]]]:
+    """(op class, module, input shape, the same op on a dnnsat Network) for the CPU class probes."""
+    nn = torch.nn
+    return [
+        (
+            "conv",
+            nn.Conv2d(64, 64, 3, padding=1, bias=False),
+            (8, 64, 16, 16),
+            lambda n, x: n.conv2d(x, 64, 3, padding=1, bias=False),
+        ),
+        (
+            "pointwise",
+            nn.Conv2d(128, 128, 1, bias=False),
+            (16, 128, 8, 8),
+            lambda n, x: n.conv2d(x, 128, 1, bias=False),
+        ),
+        (
+            "aten_conv",
+            nn.Conv2d(128, 128, 1, bias=False),
+            (1, 128, 16, 16),
+            lambda n, x: n.conv2d(x, 128, 1, bias=False),
+        ),
+        (
+            "grouped_conv",
+            nn.Conv2d(128, 128, 3, padding=1, groups=8, bias=False),
+            (8, 128, 16, 16),
+            lambda n, x: n.conv2d(x, 128, 3, padding=1, groups=8, bias=False),
+        ),
+        ("norm", nn.BatchNorm2d(64), (8, 64, 32, 32), lambda n, x: n.batchnorm(x)),
+        ("pool", nn.MaxPool2d(2), (8, 64, 32, 32), lambda n, x: n.maxpool2d(x, 2)),
+    ]
+
+
+def _class_efficiencies(profile: DeviceProfile, repeats: int, clock: Callable[[], float]) -> dict[str, float]:
+    """Compute efficiency per op class (CPU) at which the latency model reproduces the measured time of
+    one probe op of that class (:func:`_probes`); classes whose probe the model finds memory-bound keep
+    their defaults."""
+    from ..cost._latency import latency_model
+    from ..expr import compile_scalar
+    from ..graph import Network
+
+    found: dict[str, float] = {}
+    for cls, module, shape, build in _probes():
+        x = torch.randn(*shape)
+        module.eval()
+        with torch.inference_mode():
+            seconds = _median_time(partial(module, x), repeats, 2, torch.device("cpu"), clock)
+        net = Network(f"probe-{cls}")
+        net.output(build(net, net.input(shape)))
+        model = latency_model(net, None, profile)
+        fn = compile_scalar([model.expr])
+        base = {"launch_overhead_s": profile.launch_overhead_s, "memory": profile.efficiency["memory"]}
+        base.update({c: 1.0 for c in model.classes})
+
+        predict = lambda eff: float(fn(model.parameter_env({**base, cls: eff}))[0])  # noqa: B023, E731
+        low, high = 1e-3, 1e3  # predict() falls as eff grows: bisect in log space
+        if not predict(high) < seconds < predict(low):
+            continue
+        for _ in range(50):
+            mid = (low * high) ** 0.5
+            low, high = (mid, high) if predict(mid) > seconds else (low, mid)
+        found[cls] = (low * high) ** 0.5
+    return found
+
+
 def calibrate(
-    device: str = "cpu", threads: int | None = 1, quick: bool = False, name: str | None = None
+    device: str = "cpu",
+    threads: int | None = 1,
+    quick: bool = False,
+    name: str | None = None,
+    clock: str = "wall",
 ) -> DeviceProfile:
     """A :class:`DeviceProfile` of the local ``device`` (``"cpu"`` or ``"cuda[:i]"``) from micro-benchmarks.
 
@@ -172,13 +259,24 @@ def calibrate(
       (16 AVX-512, 8 AVX2), detected from the CPU flags within ``ONEDNN_MAX_CPU_ISA``
       (:func:`~dnnsat.cost.detect_cpu_backend`);
     * ``cache_bytes``/``cache_bandwidth`` (CPU): the largest copy working set that runs clearly faster
-      than DRAM, and its bandwidth.
+      than DRAM, and its bandwidth;
+    * ``conv_overhead_s``/``threads`` (CPU): the fixed cost of a convolution through oneDNN beyond two op
+      dispatches (a 1x1 convolution on a 1x1 input), and the thread count (``threads``, else PyTorch's).
 
     ``threads``: CPU threads during the benchmarks (the latency model's profile is only valid for
-    that thread count). ``quick`` uses smaller sizes and fewer repeats (a few seconds).
+    that thread count). ``quick`` uses smaller sizes and fewer repeats (a few seconds). ``clock``:
+    ``"wall"`` (``time.perf_counter``) or ``"thread"`` (this thread's CPU time: with ``threads=1`` on the
+    CPU, what an idle core would show even on a busy shared machine; see :func:`measure_latency`).
     """
     if not (device == "cpu" or device.split(":")[0] == "cuda"):
         raise ValueError(f"calibrate: device must be 'cpu' or 'cuda[:i]', got {device!r}")
+    clocks = {"wall": time.perf_counter, "thread": time.thread_time}
+    if clock not in clocks or (clock == "thread" and (device != "cpu" or threads != 1)):
+        raise ValueError(
+            f"calibrate: clock must be 'wall' or 'thread' (the latter with device='cpu', threads=1), got "
+            f"{clock!r} with device={device!r}, threads={threads!r}"
+        )
+    timer = clocks[clock]
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"calibrate: device {device!r} requested but CUDA is not available")
@@ -200,16 +298,16 @@ def calibrate(
             for n in sizes:
                 a = torch.randn(n, n, device=dev, dtype=dtype)
                 b = torch.randn(n, n, device=dev, dtype=dtype)
-                t = _median_time(partial(torch.mm, a, b), repeats, 1, dev)
+                t = _median_time(partial(torch.mm, a, b), repeats, 1, dev, timer)
                 best = max(best, 2 * n**3 / t)
             peaks[key] = best
         numel = (4 if quick else 16) * 2**20 if dev.type == "cpu" else 64 * 2**20
         src = torch.randn(numel, device=dev)
         dst = torch.empty_like(src)
-        t_copy = _median_time(lambda: dst.copy_(src), repeats, 1, dev)
+        t_copy = _median_time(lambda: dst.copy_(src), repeats, 1, dev, timer)
         bandwidth = 2 * numel * 4 / t_copy
         cache_bytes, cache_bandwidth, cache_note = (
-            _cache(dev, repeats, bandwidth) if dev.type == "cpu" else (0, 0.0, "not modelled on CUDA")
+            _cache(dev, repeats, bandwidth, timer) if dev.type == "cpu" else (0, 0.0, "not modelled on CUDA")
         )
         tiny = torch.nn.ReLU()
         x = torch.randn(1, device=dev)
@@ -220,7 +318,9 @@ def calibrate(
                 tiny(x)
 
         with torch.inference_mode():
-            launch = _median_time(loop, repeats, 1, dev) / calls
+            launch = _median_time(loop, repeats, 1, dev, timer) / calls
+        conv_overhead = _conv_overhead(repeats, launch, timer) if dev.type == "cpu" else 0.0
+        used_threads = torch.get_num_threads() if dev.type == "cpu" else 0
         if dev.type == "cuda":
             memory_bytes = int(torch.cuda.mem_get_info(dev)[1])
             label = torch.cuda.get_device_name(dev)
@@ -228,10 +328,33 @@ def calibrate(
             memory_bytes = _host_memory_bytes()
             label = platform.processor() or platform.machine()
         backend = detect_cpu_backend() if dev.type == "cpu" else None
+        efficiency = {"compute": 1.0, "memory": 1.0}
+        probed: dict[str, float] = {}
+        if backend is not None:  # class efficiencies at which the model reproduces probe ops
+            probe = DeviceProfile(
+                "probe",
+                "cpu",
+                peaks,
+                bandwidth,
+                memory_bytes,
+                launch,
+                channel_block=backend.channel_block,
+                isa=backend.isa,
+                cache_bytes=cache_bytes,
+                cache_bandwidth=cache_bandwidth,
+                conv_overhead_s=conv_overhead,
+                threads=used_threads,
+                efficiency=efficiency,
+            )
+            probed = _class_efficiencies(probe, repeats, timer)
+            efficiency.update(probed)
     finally:
         torch.set_num_threads(previous)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    how = f"measured by dnnsat calibrate on {label}, {threads} thread(s), torch {torch.__version__}, {when}"
+    how = (
+        f"measured by dnnsat calibrate on {label}, {threads} thread(s), torch {torch.__version__}, {when}"
+        + (", thread CPU time" if clock == "thread" else "")
+    )
     return DeviceProfile(
         name=name or f"local-{dev.type}",
         kind="gpu" if dev.type == "cuda" else "cpu",
@@ -246,7 +369,10 @@ def calibrate(
         isa=backend.isa if backend else "",
         cache_bytes=cache_bytes,
         cache_bandwidth=cache_bandwidth,
-        efficiency={"compute": 1.0, "memory": 1.0},
+        conv_overhead_s=conv_overhead,
+        threads=used_threads,
+        efficiency=efficiency,
+        probed=tuple(probed),
         sources={
             "peak_flops": f"{how}: best torch.mm FLOP/s over n in {list(sizes)}",
             "memory_bandwidth": f"{how}: Tensor.copy_ of {numel * 4 / 2**20:.0f} MiB, read + write bytes",
@@ -271,7 +397,22 @@ def calibrate(
                 else "no padding modelled on CUDA"
             ),
             "cache_bytes": f"{how}: {cache_note}",
-            "efficiency": f"{how}: 1 by construction (peaks are measured, not spec-sheet)",
+            "conv_overhead_s": f"{how}: "
+            + (
+                "per call of a 1x1 nn.Conv2d (16 channels, 16 x 16 x 1 x 1 input) through oneDNN, less two "
+                "op dispatches"
+                if dev.type == "cpu"
+                else "not modelled on CUDA"
+            ),
+            "efficiency": f"{how}: compute and memory 1 by construction (peaks are measured, not "
+            "spec-sheet)"
+            + (
+                f"; {', '.join(sorted(set(efficiency) - {'compute', 'memory'}))}: the factors at which the "
+                "latency model reproduces one probe op each (3x3, 1x1 and grouped conv2d through oneDNN, a "
+                "batch-1 1x1 conv2d through ATen, batch norm, max pool)"
+                if dev.type == "cpu"
+                else ""
+            ),
         },
         description=f"local {dev.type} ({label})",
     )
