@@ -283,7 +283,7 @@ class Decoder(nn.Module):
         self.layer = nn.TransformerDecoderLayer(d, 2, 32, batch_first=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(x, x)  # refused: decoder layer
+        return self.layer(x, x, tgt_mask=_causal(x))  # refused: decoder mask
 
 
 class Masked(nn.Module):
@@ -314,7 +314,7 @@ class Einsum(nn.Module):
 @pytest.mark.parametrize(
     "cls,message",
     [
-        (Decoder, r"module layer \(TransformerDecoderLayer\) is not supported: .*refused: decoder layer"),
+        (Decoder, r"module layer: TransformerDecoderLayer masks are not supported: .*refused: decoder mask"),
         (
             Masked,
             r"module attn: MultiheadAttention is .* without masks: .*py:\d+: return self.attn\(x, x, x",

@@ -297,7 +297,7 @@ def _forward_terms(net: Network, act: int, par: int, train: bool, block: int | _
         elif cls == "conv":
             terms.extend(_conv_terms(node, shapes[0][1], work, nbytes, k, mapping))
         elif node.op == "attention":
-            terms.extend(_attention_terms(node, shapes[0], work, nbytes, k, mapping, act))
+            terms.extend(_attention_terms(node, shapes, work, nbytes, k, mapping, act))
         elif cls == "matmul":  # linear, matmul, bmm: pad the reduction and output dimensions
             out = net.tensors[node.output].shape[-1]
             terms.append(_Term(node.gate, cls, work * _pad(shapes[0][-1], rows) * _pad(out, cols), nbytes, k))
@@ -373,21 +373,25 @@ def _runs_onednn(node: Node, x: tuple[Expr, ...], mapping: _Mapping) -> Expr:
 
 
 def _attention_terms(
-    node: Node, x: tuple[Expr, ...], work: Expr, nbytes: Expr, k: Expr, mapping: _Mapping, act: int
+    node: Node, shapes: list[tuple[Expr, ...]], work: Expr, nbytes: Expr, k: Expr, mapping: _Mapping, act: int
 ) -> list[_Term]:
     """Attention as its projections (``matmul``, the other kernels) and the fused SDPA (``attention``).
 
-    SDPA does ``4 * b * heads * s**2 * head_dim`` FLOPs (scores and values), padded to whole blocks
-    of the head dimension; it reads and writes q, k, v and its output.
+    SDPA does ``4 * b * heads * s * l * head_dim`` FLOPs (scores and values; ``l`` the key/value
+    length, ``s`` for self-attention), padded to whole blocks of the head dimension; it reads and
+    writes q, k, v and its output.
     """
-    b, s, d = x
+    b, s, d = shapes[0]
+    n = shapes[-1][1]
     heads = as_expr(node.attrs["heads"])
-    hd = d // heads
-    sdpa = 4 * b * heads * s * s * hd
+    own = node.attrs.get("head_dim")
+    hd = d // heads if own is None else as_expr(own)
+    inner = d if own is None else heads * hd
+    sdpa = 4 * b * heads * s * n * hd
     rows, cols = mapping.rows, mapping.cols
     return [
-        _Term(node.gate, "matmul", (work - sdpa) * _pad(d, rows) * _pad(d, cols), nbytes, k - 1),
-        _Term(node.gate, "attention", sdpa * _pad(hd, rows), act * 4 * b * s * d, Const(1)),
+        _Term(node.gate, "matmul", (work - sdpa) * _pad(d, rows) * _pad(inner, cols), nbytes, k - 1),
+        _Term(node.gate, "attention", sdpa * _pad(hd, rows), act * 2 * b * (s + n) * inner, Const(1)),
     ]
 
 

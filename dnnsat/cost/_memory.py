@@ -917,7 +917,11 @@ class _Model:
             return fwd, -slack, Const(0)
         x = self.net.tensors[node.inputs[0]].shape
         rows, k = prod(x[:-1]), x[-1]
-        n = node.attrs.out_features if node.op == "linear" else k  # attention: the widest projection
+        if node.op == "linear":
+            n = node.attrs.out_features
+        else:  # attention: the widest projection (q or out: model width and heads * head_dim)
+            own = node.attrs.get("head_dim")
+            n = k if own is None else maximum(k, node.attrs.heads * own)
         mm_fwd, mm_data, mm_weight = cpu_bf16_matmul_scratch(rows, k, n)
         return fwd + mm_fwd, maximum(mm_data, mm_weight) - slack, mm_weight
 

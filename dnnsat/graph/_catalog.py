@@ -624,36 +624,46 @@ def _embedding_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return nn.Embedding(a.num_embeddings, a.dim)
 
 
-@op("attention", autocast=Autocast("lower", "lower", casts=3))
+@op("attention", arity=None, autocast=Autocast("lower", "lower", casts=3))
 def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
-    """Multi-head self-attention on ``(B, S, D)``: q/k/v/out projections + scaled dot-product.
+    """Multi-head attention: q/k/v/out projections + scaled dot-product. Self-attention on one
+    ``(B, S, D)`` input; cross-attention when a second ``(B, L, E)`` input gives the keys and values.
 
-    ``heads`` query heads, ``kv_heads`` key/value heads (grouped-query attention when fewer),
-    ``causal`` masking (FLOPs count the full score matrix, as FlopCounterMode does).
+    ``heads`` query heads of width ``head_dim`` (``None``: ``D / heads``), ``kv_heads`` key/value heads
+    (grouped-query attention when fewer), ``causal`` masking (FLOPs count the full score matrix, as
+    FlopCounterMode does). The q projection maps ``D`` to ``heads * head_dim``, k and v map ``E`` to
+    ``kv_heads * head_dim``, the out projection maps back to ``D``.
     """
-    (x,) = ins
+    if len(ins) not in (1, 2):
+        raise ValueError(f"attention takes 1 or 2 input tensors, got {len(ins)}")
+    x, kv = ins[0], ins[-1]
     b, s, d = x
+    _, n, e = kv
     h, kvh = a.heads, a.kv_heads
-    hd = d // h
+    own = a.get("head_dim") is not None
+    hd = a.head_dim if own else d // h
+    inner = h * hd if own else d  # width of q and of the attention output
     kvd = kvh * hd
-    checks = [
-        Check("heads divide model width", divides(h, d)),
-        Check("kv heads divide heads", divides(kvh, h)),
-    ]
+    checks = [Check("kv heads divide heads", divides(kvh, h))]
+    if not own:
+        checks.insert(0, Check("heads divide model width", divides(h, d)))
+    if len(ins) == 2:
+        checks.append(Check("query and key/value batch sizes match", eq(kv[0], b)))
     bias = 1 if a.bias else 0
-    params = 2 * d * d + 2 * d * kvd + bias * (2 * d + 2 * kvd)
-    proj = b * s * d * (2 * d + 2 * kvd)
-    scores = 2 * b * h * s * s * hd
-    # projections' inputs (x three times, attention output once), q, k, v, output, log-sum-exp: what a
-    # fused (flash / memory-efficient) kernel keeps; the meta device's math path also keeps b*h*s*s scores
-    saved = 6 * b * s * d + 2 * b * s * kvd + b * h * s
+    params = 2 * d * inner + 2 * e * kvd + bias * (inner + 2 * kvd + d)
+    proj = 2 * b * s * d * inner + 2 * b * n * e * kvd
+    scores = 2 * b * h * s * n * hd
+    # projections' inputs (x for q, the key/value source for k and v, the attention output for the out
+    # projection), q, k, v, output, log-sum-exp: what a fused (flash / memory-efficient) kernel keeps;
+    # the meta device's math path also keeps b*h*s*n scores
+    saved = b * s * d + 2 * b * n * e + 3 * b * s * inner + 2 * b * n * kvd + b * h * s
     # CPU flash kernel: q, k, v, its output (viewed, not copied, by the reshape) and the fp32
     # log-sum-exp stay for backward; eval keeps q, k, v, y as locals until the out projection returns
-    qkvy: Sizes = ((b * s * d, "act"), (2 * b * s * kvd, "act"), (b * s * d, "act"))
+    qkvy: Sizes = ((b * s * inner, "act"), (2 * b * n * kvd, "act"), (b * s * inner, "act"))
     # the flash kernel's per-thread fp32 buffer (``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``:
-    # ``qSplit * kvSplit + 2 * qSplit + qSplit * headSize``, qSplit 32/64/256 by sequence length,
+    # ``qSplit * kvSplit + 2 * qSplit + qSplit * headSize``, qSplit 32/64/256 by query length,
     # kvSplit 512; one intra-op thread), freed before the out projection: allocator traces, torch 2.13
-    q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(s, 512)
+    q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
     buf_n = q_split * kv_split + 2 * q_split + q_split * hd
     buf: Sizes = ((buf_n, "f32"),)
     # eval: the kernel's log-sum-exp and buffer are freed before the out projection allocates the
@@ -667,17 +677,23 @@ def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
     # steps net of those (negative when the q/k/v weight gradients outweigh the flash step's
     # buffers; elements, under mixed precision the 4-byte gradients count as 2: an upper bound).
     # Allocator traces of pre- and post-norm encoder layers, GQA and causal, torch 2.13, one thread.
-    qkv_grads = d * d + 2 * d * kvd + bias * (d + 2 * kvd)
-    flash = b * s * d + 2 * b * s * kvd + 2 * q_split * kv_split - qkv_grads
+    qkv_grads = d * inner + 2 * e * kvd + bias * (inner + 2 * kvd)
+    flash = b * s * inner + 2 * b * n * kvd + 2 * q_split * kv_split - qkv_grads
+    # a head width of its own (inner != d) moves the backward's peak: one more b*s*inner (the out
+    # projection's input gradient; two for self-attention narrower than d) bounds it from above
+    # (allocator traces, torch 2.13, 16 shapes: within -0.2 %/+10.4 %, tests/test_attention_breadth.py)
+    narrow_self = where(inner < d, 2, 1) if len(ins) == 1 else Const(1)
+    own_extra = where(eq(inner, d), 0, narrow_self * b * s * inner) if own else Const(0)
     mem = Mem(
-        saves=("in0",),
+        saves=("in0", "in1") if len(ins) == 2 else ("in0",),
         extra=(*qkvy, (b * h * s, "f32")),
         workspace=buf,
         eval_workspace=(*qkvy, (eval_extra, "f32")),
-        backward=((maximum(flash, -b * s * d), "act"),),
-        largest_param=d * d,
+        backward=((maximum(flash, -b * s * d) + own_extra, "act"),),
+        largest_param=maximum(d * inner, e * kvd) if own or len(ins) == 2 else d * d,
     )
-    return OpInfo([x], checks, params=params, macs=proj + scores, ops=3 * b * h * s * s, saved=saved, mem=mem)
+    ops = 3 * b * h * s * n
+    return OpInfo([x], checks, params=params, macs=proj + scores, ops=ops, saved=saved, mem=mem)
 
 
 @_attention.torch
@@ -685,25 +701,28 @@ def _attention_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     import torch.nn as nn
     import torch.nn.functional as F
 
-    d = shapes[0][-1]
+    d, e = shapes[0][-1], shapes[-1][-1]
     h, kvh = a.heads, a.kv_heads
-    hd = d // h if h > 0 else 0
+    hd = (d // h if h > 0 else 0) if a.get("head_dim") is None else a.head_dim
+    inner = d if a.get("head_dim") is None else h * hd
 
     class Attention(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.q = nn.Linear(d, d, bias=a.bias)
-            self.k = nn.Linear(d, kvh * hd, bias=a.bias)
-            self.v = nn.Linear(d, kvh * hd, bias=a.bias)
-            self.out = nn.Linear(d, d, bias=a.bias)
+            self.q = nn.Linear(d, inner, bias=a.bias)
+            self.k = nn.Linear(e, kvh * hd, bias=a.bias)
+            self.v = nn.Linear(e, kvh * hd, bias=a.bias)
+            self.out = nn.Linear(inner, d, bias=a.bias)
 
-        def forward(self, x: Any) -> Any:
+        def forward(self, x: Any, kv: Any = None) -> Any:
+            kv = x if kv is None else kv
             bsz, seq, _ = x.shape
-            q = self.q(x).view(bsz, seq, h, d // h).transpose(1, 2)
-            k = self.k(x).view(bsz, seq, kvh, hd).transpose(1, 2)
-            v = self.v(x).view(bsz, seq, kvh, hd).transpose(1, 2)
+            n = kv.shape[1]
+            q = self.q(x).view(bsz, seq, h, inner // h).transpose(1, 2)
+            k = self.k(kv).view(bsz, n, kvh, hd).transpose(1, 2)
+            v = self.v(kv).view(bsz, n, kvh, hd).transpose(1, 2)
             y = F.scaled_dot_product_attention(q, k, v, is_causal=a.causal, enable_gqa=kvh != h)
-            return self.out(y.transpose(1, 2).reshape(bsz, seq, d))
+            return self.out(y.transpose(1, 2).reshape(bsz, seq, inner))
 
     return Attention()
 

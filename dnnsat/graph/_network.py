@@ -551,20 +551,31 @@ class Network:
         kv_heads: ExprLike | None = None,
         causal: bool = False,
         bias: bool = True,
+        head_dim: ExprLike | None = None,
+        kv: Tensor | None = None,
         name: str | None = None,
     ) -> Tensor:
-        """Multi-head self-attention on ``(B, S, D)`` (q/k/v/out projections; GQA with ``kv_heads``)."""
+        """Multi-head attention on ``(B, S, D)`` (q/k/v/out projections; GQA with ``kv_heads``).
+
+        ``head_dim``: the width of each head (default ``D / heads``; the q projection maps ``D`` to
+        ``heads * head_dim`` and the out projection back). ``kv``: a ``(B, L, E)`` tensor the keys and
+        values are projected from (cross-attention; default ``x``: self-attention)."""
         where_ = self._label("attention", name)
         if self._check_tensor(x, where_).ndim != 3:
             raise GraphError(f"{where_}: expects a (batch, sequence, width) input, got {x.ndim}-D")
+        if kv is not None and self._check_tensor(kv, where_).ndim != 3:
+            raise GraphError(f"{where_}: kv expects a (batch, sequence, width) tensor, got {kv.ndim}-D")
         h = _int_expr(heads, "heads", where_, low=1)
         kvh = h if kv_heads is None else _int_expr(kv_heads, "kv_heads", where_, low=1)
+        hd = None if head_dim is None else _int_expr(head_dim, "head_dim", where_, low=1)
+        ins = [x] if kv is None or kv is x else [x, kv]
         return self._per_value(
             {"causal": (causal, FLAG), "bias": (bias, FLAG)},
             lambda causal, bias: self.apply(
-                "attention", [x], name=name, heads=h, kv_heads=kvh, causal=bool(causal), bias=bool(bias)
+                "attention", ins, name=name, heads=h, kv_heads=kvh, causal=bool(causal), bias=bool(bias),
+                head_dim=hd,
             ),
-        )
+        )  # fmt: skip
 
     def sdpa(
         self,

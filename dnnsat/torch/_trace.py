@@ -1195,36 +1195,37 @@ def _mha_mod(
     average_attn_weights: Any = True,
     is_causal: Any = False,
 ) -> Any:
-    if not (query is key is value) or key_padding_mask is not None or attn_mask is not None or is_causal:
+    if key is not value or key_padding_mask is not None or attn_mask is not None or is_causal:
         raise TraceError(
-            f"module {tr.where()}: MultiheadAttention is supported as self-attention (query is key is "
+            f"module {tr.where()}: MultiheadAttention is supported as self- or cross-attention (key is "
             f"value) without masks: {user_line()}"
         )
-    if not mod.batch_first or not mod._qkv_same_embed_dim or mod.bias_k is not None or mod.add_zero_attn:
+    same_kv = mod._qkv_same_embed_dim or mod.kdim == mod.vdim
+    if not mod.batch_first or not same_kv or mod.bias_k is not None or mod.add_zero_attn:
         raise TraceError(
-            f"module {tr.where()}: MultiheadAttention is supported with batch_first=True and no kdim/vdim, "
-            f"add_bias_kv or add_zero_attn: {user_line()}"
+            f"module {tr.where()}: MultiheadAttention is supported with batch_first=True, kdim == vdim and "
+            f"no add_bias_kv or add_zero_attn: {user_line()}"
         )
     xs = _in(tr, query, mod)
-    if xs.ndim != 3:
-        raise GraphError(f"{tr.where()}: expects a (batch, sequence, embed_dim) input")
+    kv = None if key is query else _in(tr, key, mod)
+    for t in (xs, kv):
+        if t is not None and t.ndim != 3:
+            raise GraphError(f"{tr.where()}: expects (batch, sequence, embed_dim) inputs")
     _claim(tr, mod)
     y = tr.apply(
-        "attention", tr.net.attention, _t(xs), as_expr_like(mod.num_heads), bias=mod.in_proj_bias is not None
-    )
+        "attention", tr.net.attention, _t(xs), as_expr_like(mod.num_heads), bias=mod.in_proj_bias is not None,
+        kv=None if kv is None else _t(kv),
+    )  # fmt: skip
     tr.bind(y, "embed_dim matches the input", eq(_t(xs).shape[-1], expr_of(mod.embed_dim)))
+    if kv is not None:
+        tr.bind(y, "kdim matches the key/value input", eq(_t(kv).shape[-1], expr_of(mod.kdim)))
     return y, _Opaque(f"the attention weights of {tr.where()}")
 
 
-def _encoder_layer_mod(
-    tr: _Trace, mod: nn.TransformerEncoderLayer, src: Any, src_mask: Any = None,
-    src_key_padding_mask: Any = None, is_causal: Any = False,
-) -> STensor:  # fmt: skip
-    if src_mask is not None or src_key_padding_mask is not None or is_causal:
-        raise TraceError(
-            f"module {tr.where()}: TransformerEncoderLayer masks are not supported: {user_line()}"
-        )
-    x = _in(tr, src, mod)
+def _feed_forward(
+    tr: _Trace, mod: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer, dropout: nn.Module
+) -> Callable[[Any], Any]:
+    """The feed-forward block of a Transformer layer: ``dropout(linear2(dropout(act(linear1(y)))))``."""
     act = mod.activation
     if isinstance(act, nn.Module):
 
@@ -1238,18 +1239,60 @@ def _encoder_layer_mod(
         def activation(y: STensor) -> Any:
             return _activation_fn(name)(tr, y)
 
-    def sa(y: Any) -> Any:
-        return _call(tr, mod.dropout1, _call(tr, mod.self_attn, y, y, y, need_weights=False)[0])
-
     def ff(y: Any) -> Any:
         h = _call(tr, mod.dropout, activation(_call(tr, mod.linear1, y)))
-        return _call(tr, mod.dropout2, _call(tr, mod.linear2, h))
+        return _call(tr, dropout, _call(tr, mod.linear2, h))
+
+    return ff
+
+
+def _encoder_layer_mod(
+    tr: _Trace, mod: nn.TransformerEncoderLayer, src: Any, src_mask: Any = None,
+    src_key_padding_mask: Any = None, is_causal: Any = False,
+) -> STensor:  # fmt: skip
+    if src_mask is not None or src_key_padding_mask is not None or is_causal:
+        raise TraceError(
+            f"module {tr.where()}: TransformerEncoderLayer masks are not supported: {user_line()}"
+        )
+    x = _in(tr, src, mod)
+    ff = _feed_forward(tr, mod, mod.dropout2)
+
+    def sa(y: Any) -> Any:
+        return _call(tr, mod.dropout1, _call(tr, mod.self_attn, y, y, y, need_weights=False)[0])
 
     if mod.norm_first:
         x = x + sa(_call(tr, mod.norm1, x))
         return x + ff(_call(tr, mod.norm2, x))  # type: ignore[no-any-return]
     x = _call(tr, mod.norm1, x + sa(x))
     return _call(tr, mod.norm2, x + ff(x))  # type: ignore[no-any-return]
+
+
+def _decoder_layer_mod(
+    tr: _Trace, mod: nn.TransformerDecoderLayer, tgt: Any, memory: Any, tgt_mask: Any = None,
+    memory_mask: Any = None, tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
+    tgt_is_causal: Any = False, memory_is_causal: Any = False,
+) -> STensor:  # fmt: skip
+    masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
+    if any(m is not None for m in masks) or tgt_is_causal or memory_is_causal:
+        raise TraceError(
+            f"module {tr.where()}: TransformerDecoderLayer masks are not supported: {user_line()}"
+        )
+    x, m = _in(tr, tgt, mod), _in(tr, memory, mod)
+    ff = _feed_forward(tr, mod, mod.dropout3)
+
+    def sa(y: Any) -> Any:
+        return _call(tr, mod.dropout1, _call(tr, mod.self_attn, y, y, y, need_weights=False)[0])
+
+    def ca(y: Any) -> Any:
+        return _call(tr, mod.dropout2, _call(tr, mod.multihead_attn, y, m, m, need_weights=False)[0])
+
+    if mod.norm_first:
+        x = x + sa(_call(tr, mod.norm1, x))
+        x = x + ca(_call(tr, mod.norm2, x))
+        return x + ff(_call(tr, mod.norm3, x))  # type: ignore[no-any-return]
+    x = _call(tr, mod.norm1, x + sa(x))
+    x = _call(tr, mod.norm2, x + ca(x))
+    return _call(tr, mod.norm3, x + ff(x))  # type: ignore[no-any-return]
 
 
 def _encoder_mod(
@@ -1305,6 +1348,7 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.MultiheadAttention: _mha_mod,
     nn.TransformerEncoderLayer: _encoder_layer_mod,
     nn.TransformerEncoder: _encoder_mod,
+    nn.TransformerDecoderLayer: _decoder_layer_mod,
 }
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 _ORIGINAL_CALL = nn.Module.__call__
