@@ -277,28 +277,22 @@ def test_flags_and_num_layers_as_hyperparameters() -> None:
 # -- what is still refused: the module or op and the user's line --------------------------------------
 
 
-class Decoder(nn.Module):
-    def __init__(self, d: int) -> None:
-        super().__init__()
-        self.layer = nn.TransformerDecoderLayer(d, 2, 32, batch_first=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(x, x, tgt_mask=_causal(x))  # refused: decoder mask
-
-
-class Masked(nn.Module):
+class CrossKV(nn.Module):
     def __init__(self, d: int) -> None:
         super().__init__()
         self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.attn(x, x, x, need_weights=False, is_causal=True, attn_mask=_causal(x))[
-            0
-        ]  # refused: mask
+        return self.attn(x, x, x + 1, need_weights=False)[0]  # refused: key is not value
 
 
-def _causal(x: torch.Tensor) -> torch.Tensor:
-    return torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+class CausalNoMask(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, x, x, need_weights=False, is_causal=True)[0]  # refused: no mask
 
 
 class Einsum(nn.Module):
@@ -308,18 +302,18 @@ class Einsum(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.p(x)
-        return torch.einsum("bij,bkj->bik", y, y)  # refused: einsum
+        return torch.einsum("bij,bkj->bi", y, y)  # refused: einsum
 
 
 @pytest.mark.parametrize(
     "cls,message",
     [
-        (Decoder, r"module layer: TransformerDecoderLayer masks are not supported: .*refused: decoder mask"),
         (
-            Masked,
-            r"module attn: MultiheadAttention is .* without masks: .*py:\d+: return self.attn\(x, x, x",
+            CrossKV,
+            r"module attn: MultiheadAttention is supported as .*key is value.*refused: key is not value",
         ),
-        (Einsum, r"tensor function or method 'einsum' is not supported: .*refused: einsum"),
+        (CausalNoMask, r"module attn: MultiheadAttention: is_causal=True needs attn_mask.*refused: no mask"),
+        (Einsum, r"einsum 'bij,bkj->bi': a letter summed in one operand only .*refused: einsum"),
     ],
 )
 def test_unsupported_names_module_op_and_line(cls: type, message: str) -> None:

@@ -22,7 +22,7 @@ __all__ = ["LIBRARY_OPS", "footprint", "cublas_workspace"]
 
 # catalog ops -> the GPU software stacks PyTorch runs them with
 LIBRARY_OPS: dict[str, frozenset[str]] = {
-    "cublas": frozenset({"linear", "matmul", "bmm", "attention", "sdpa"}),
+    "cublas": frozenset({"linear", "matmul", "bmm", "einsum", "attention", "sdpa"}),
     "cudnn": frozenset(
         {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "batchnorm", "lstm", "gru"}
     ),

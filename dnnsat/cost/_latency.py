@@ -113,6 +113,7 @@ OP_TABLE: dict[str, tuple[str, Launches]] = {
     "linear": ("matmul", 1),  # addmm / matmul with fused bias
     "matmul": ("matmul", 1),
     "bmm": ("matmul", 1),
+    "einsum": ("matmul", 1),  # two operands of matmul form: permute/reshape copies + one bmm
     "attention": ("matmul", 6),  # q, k, v, out projections, fused SDPA, output reshape copy
     "sdpa": ("attention", 1),  # F.scaled_dot_product_attention alone
     "lstm": ("recurrent", _rnn_launches),

@@ -62,7 +62,7 @@ from typing import Any
 
 from ..expr import Const, Expr, all_, any_, ceildiv, maximum, minimum, substitute, sum_, where
 from ..graph import Network, Node
-from ..graph._catalog import CATALOG, Attrs, Shape, Sizes, prod
+from ..graph._catalog import CATALOG, Attrs, Shape, Sizes, einsum_subscripts, prod
 from ..graph._network import _implies, _split_gate
 from ._devices import CpuBackend, detect_cpu_backend
 from ._footprint import cublas_workspace, footprint
@@ -1058,6 +1058,25 @@ def _warn_unvalidated(net: Network, model: _Model) -> None:
     for node in net.ops():
         if node.op in warned:
             continue
+        if node.op == "einsum" and _broadcasts(net, node):
+            log.warning(
+                "memory: %s: the CPU memory of an einsum whose operands broadcast (a missing or size-1 "
+                "batch dimension) is not validated: einsum may copy the expanded operand (measured -16 %% "
+                "for '...ij,...jk->...ik' at inference, torch 2.13); add Budget(margin=...) or measure with "
+                "dnnsat.torch.peak_memory",
+                node.label,
+            )
+            warned.add(node.op)
+            continue
+        if node.op in ("attention", "sdpa") and _masked(node):
+            log.warning(
+                "memory: %s: the CPU memory of attention with an attention mask is not validated (the "
+                "mask's float copy is counted; measured -14 %% to +28 %% on F.scaled_dot_product_attention "
+                "blocks, torch 2.13); add Budget(margin=...) or measure with dnnsat.torch.peak_memory",
+                node.label,
+            )
+            warned.add(node.op)
+            continue
         strided = not all(s.is_const and s.value == 1 for s in node.attrs.get("stride", ()))
         if node.op == "conv_transpose1d" and strided:
             log.warning(
@@ -1080,6 +1099,22 @@ def _warn_unvalidated(net: Network, model: _Model) -> None:
                 "larger" if large else "<= 3",
             )
             warned.add(node.op)
+
+
+def _broadcasts(net: Network, node: Node) -> bool:
+    """Whether an einsum's operands broadcast: ``...`` stands for more dimensions in one operand than in
+    the other, or a letter of both operands has size 1 in one of them."""
+    a, b = (net.tensors[i].shape for i in node.inputs)
+    sa, sb, _ = einsum_subscripts(node.attrs["equation"], (len(a), len(b)))
+    if set(c for c in sa + sb if not c.isascii()) - (set(sa) & set(sb)):
+        return True
+    ones = [(d, b[sb.index(c)]) for c, d in zip(sa, a) if c in sb]
+    return any((d.is_const and d.value == 1) != (e.is_const and e.value == 1) for d, e in ones)
+
+
+def _masked(node: Node) -> bool:
+    """Whether an attention op has an attention mask (a 4th input or a mask shape)."""
+    return len(node.inputs) == 4 or node.attrs.get("mask_shape") is not None
 
 
 def batch_values(net: Network, size: Callable[[Expr], Expr], what: str) -> dict[str, Expr]:

@@ -48,6 +48,7 @@ from ..expr import (
     ExprLike,
     _digests,
     all_,
+    any_,
     as_expr,
     ceildiv,
     digest,
@@ -604,6 +605,82 @@ def _bmm_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return _fn_module(torch.bmm)
 
 
+def einsum_subscripts(equation: str, ranks: Sequence[int]) -> tuple[str, str, str]:
+    """The subscripts (one character per dimension; ``...`` expanded to characters of their own) of a
+    two-operand ``torch.einsum`` equation of matmul form: no letter repeated within an operand, every
+    letter of an operand in the other operand or in the output (batch, contracted or free dimensions).
+    Raises ValueError otherwise."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    ops = lhs.split(",")
+    if len(ops) != 2 or len(ranks) != 2:
+        raise ValueError(f"einsum {equation!r}: two operands are supported, got {len(ranks)}")
+    ell = max(r - len(o.replace("...", "")) for o, r in zip(ops, ranks) if "..." in o) if "..." in lhs else 0
+
+    def expand(sub: str, rank: int) -> str:
+        n = rank - len(sub.replace("...", "")) if "..." in sub else 0
+        return sub.replace("...", "".join(chr(0x3B1 + ell - n + i) for i in range(n)))  # greek: ``...``
+
+    a, b = (expand(o, r) for o, r in zip(ops, ranks))
+    if not arrow:  # implicit output: ``...`` then the letters seen once, sorted
+        once = sorted(c for c in set(a + b) if (a + b).count(c) == 1 and c.isascii())
+        rhs = "..." + "".join(once)
+    out = rhs.replace("...", "".join(chr(0x3B1 + i) for i in range(ell)))
+    for sub, r in ((a, ranks[0]), (b, ranks[1])):
+        if len(sub) != r or not all(c.isalpha() for c in sub):
+            raise ValueError(
+                f"einsum {equation!r}: the subscripts do not match operands of rank {tuple(ranks)}"
+            )
+    if len(set(a)) < len(a) or len(set(b)) < len(b) or len(set(out)) < len(out):
+        raise ValueError(
+            f"einsum {equation!r}: a letter repeated in one subscript (a diagonal) is not of matmul form"
+        )
+    if not set(out) <= set(a + b) or any(
+        c not in out and c not in other for sub, other in ((a, b), (b, a)) for c in sub
+    ):
+        raise ValueError(f"einsum {equation!r}: a letter summed in one operand only is not of matmul form")
+    return a, b, out
+
+
+@op("einsum", arity=2, autocast=LOWER)
+def _einsum(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Two-operand ``torch.einsum`` of matmul form (batch, contracted and free dimensions; size-1
+    dimensions broadcast). FLOPs as FlopCounterMode counts einsum's ``bmm``: ``2 * batch * free *
+    contracted``, where a contracted letter of size 1 in one operand is summed out first (not counted)
+    and no ``bmm`` runs (0 FLOPs) when no contracted letter is left."""
+    x, y = ins
+    sa, sb, out = einsum_subscripts(a.equation, (len(x), len(y)))
+    size: dict[str, Expr] = {}
+    ok: list[Expr] = []
+    for sub, shape in ((sa, x), (sb, y)):
+        for c, d in zip(sub, shape):
+            if c in size:
+                ok.append(eq(size[c], d) | (size[c] == 1) | (d == 1))
+                size[c] = _bdim(size[c], d)
+            else:
+                size[c] = d
+    contracted = [c for c in sa if c in sb and c not in out]
+    kept = [where((x[sa.index(c)] == 1) | (y[sb.index(c)] == 1), 1, size[c]) for c in contracted]
+    runs = (
+        any_((x[sa.index(c)] != 1) & (y[sb.index(c)] != 1) for c in contracted)
+        if contracted
+        else Const(False)
+    )
+    macs = where(runs, prod([size[c] for c in out]) * prod(kept), 0)
+    checks = [Check("einsum sizes of a letter match or broadcast", all_(ok))]
+    # what einsum's bmm keeps for backward; its permutes and reshapes are views when no dimension
+    # broadcasts (allocator peaks, torch 2.13: exact on 4 equations, train and inference)
+    mem = Mem(saves=("in0", "in1"))
+    return OpInfo([tuple(size[c] for c in out)], checks, macs=macs, saved=_numel(x) + _numel(y), mem=mem)
+
+
+@_einsum.torch
+def _einsum_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    return _fn_module(lambda x, y: torch.einsum(a.equation, x, y))
+
+
 @op("embedding")
 def _embedding(ins: list[Shape], a: Attrs) -> OpInfo:
     """Lookup of integer ids ``(...)`` in a ``(num_embeddings, dim)`` table -> ``(..., dim)``."""
@@ -649,6 +726,8 @@ def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
         checks.insert(0, Check("heads divide model width", divides(h, d)))
     if len(ins) == 2:
         checks.append(Check("query and key/value batch sizes match", eq(kv[0], b)))
+    if a.get("mask_shape") is not None:
+        checks.append(_mask_check(a.mask_shape, (b, h, s, n)))
     bias = 1 if a.bias else 0
     params = 2 * d * inner + 2 * e * kvd + bias * (inner + 2 * kvd + d)
     proj = 2 * b * s * d * inner + 2 * b * n * e * kvd
@@ -698,6 +777,7 @@ def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
 
 @_attention.torch
 def _attention_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
@@ -721,19 +801,32 @@ def _attention_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
             q = self.q(x).view(bsz, seq, h, inner // h).transpose(1, 2)
             k = self.k(kv).view(bsz, n, kvh, hd).transpose(1, 2)
             v = self.v(kv).view(bsz, n, kvh, hd).transpose(1, 2)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=a.causal, enable_gqa=kvh != h)
+            mask = None
+            if a.get("mask_shape") is not None:
+                mask = torch.zeros(a.mask_shape, dtype=x.dtype, device=x.device)
+            y = F.scaled_dot_product_attention(q, k, v, mask, is_causal=a.causal, enable_gqa=kvh != h)
             return self.out(y.transpose(1, 2).reshape(bsz, seq, inner))
 
     return Attention()
 
 
-@op("sdpa", arity=3, autocast=LOWER)
+def _mask_check(mask: Sequence[Expr], target: Shape) -> Check:
+    """An attention mask broadcasts to ``target`` = (batch, heads, query length, key length)."""
+    fits = all_(eq(p, t) | (p == 1) for p, t in zip(reversed(mask), reversed(target)))
+    return Check("attention mask broadcasts to (batch, heads, query length, key length)", fits)
+
+
+@op("sdpa", arity=None, autocast=LOWER)
 def _sdpa(ins: list[Shape], a: Attrs) -> OpInfo:
     """``F.scaled_dot_product_attention(q, k, v)``: ``(B, H, S, E)``, ``(B, Hkv, L, E)``,
     ``(B, Hkv, L, Ev)`` -> ``(B, H, S, Ev)``; ``gqa``: ``Hkv`` may divide ``H`` (``enable_gqa``).
     FLOPs ``2*B*H*S*L*(E + Ev)`` (scores and values over the query heads, the full score matrix even
-    when ``causal``), as FlopCounterMode counts them."""
-    q, k, v = ins
+    when ``causal`` or masked), as FlopCounterMode counts them. A 4th input is ``attn_mask`` (rank <= 4,
+    broadcastable to ``(B, H, S, L)``; ``bool_mask``: a boolean one, which PyTorch converts to a float
+    mask of its own shape)."""
+    if len(ins) not in (3, 4):
+        raise ValueError(f"sdpa takes 3 or 4 input tensors (q, k, v[, mask]), got {len(ins)}")
+    q, k, v = ins[:3]
     b, h, s, e = q
     kvh, n, ev = k[1], k[2], v[3]
     heads = divides(kvh, h) if a.gqa else eq(kvh, h)
@@ -743,23 +836,42 @@ def _sdpa(ins: list[Shape], a: Attrs) -> OpInfo:
         Check("keys and values match", eq(v[1], kvh) & eq(v[2], n)),
         Check("key/value heads divide query heads" if a.gqa else "query and key/value heads match", heads),
     ]
+    converted: Expr = Const(0)
+    m = ins[3] if len(ins) == 4 else a.get("mask_shape")
+    if m is not None:
+        checks.append(_mask_check(m, (b, h, s, n)))
+        # a float mask of the mask's shape is kept for backward: the conversion of a boolean mask, or
+        # the mask the model builds itself (``mask_shape``, no 4th input); a float input mask is not
+        # copied (allocator peaks, torch 2.13)
+        converted = _numel(m) if a.get("bool_mask") or len(ins) == 3 else Const(0)
     y = (b, h, s, ev)
-    # the CPU flash kernel keeps q, k, v, its output and the fp32 log-sum-exp for backward; its
-    # per-thread buffer as in ``attention`` (one intra-op thread)
+    # the CPU flash kernel (masked too: no score matrix) keeps q, k, v, its output, the fp32
+    # log-sum-exp and the mask for backward; its per-thread buffer as in ``attention`` (one intra-op
+    # thread). Allocator peaks, torch 2.13: a float mask given to it adds nothing
     q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
     buf_n = q_split * kv_split + 2 * q_split + q_split * e
-    mem = Mem(saves=("in0", "in1", "in2", "out"), extra=((b * h * s, "f32"),), workspace=((buf_n, "f32"),))
+    extra: Sizes = ((b * h * s + converted, "f32"),)
+    mem = Mem(
+        saves=("in0", "in1", "in2", "out"), extra=extra, workspace=((buf_n, "f32"),),
+        eval_workspace=((buf_n + converted, "f32"),),
+    )  # fmt: skip
     saved = _numel(q) + _numel(k) + _numel(v) + _numel(y) + b * h * s
     return OpInfo([y], checks, macs=b * h * s * n * (e + ev), ops=3 * b * h * s * n, saved=saved, mem=mem)
 
 
 @_sdpa.torch
 def _sdpa_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
     import torch.nn.functional as F
 
-    return _fn_module(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=a.causal, enable_gqa=a.gqa)
-    )
+    def sdpa(q: Any, k: Any, v: Any, mask: Any = None) -> Any:
+        if mask is None and a.get("mask_shape") is not None:
+            mask = torch.zeros(a.mask_shape, dtype=q.dtype, device=q.device)
+        if mask is not None and a.get("bool_mask"):
+            mask = mask >= 0
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=a.causal, enable_gqa=a.gqa)
+
+    return _fn_module(sdpa)
 
 
 def _ld(n: Expr) -> Expr:

@@ -32,7 +32,7 @@ from ..expr import (
     sum_,
     where,
 )
-from ._catalog import CATALOG, PAD_MODES, Attrs, Check, OpInfo, Shape, eq, lin, prod
+from ._catalog import CATALOG, PAD_MODES, Attrs, Check, OpInfo, Shape, einsum_subscripts, eq, lin, prod
 
 __all__ = ["Network", "Tensor", "Node", "GraphError", "encode_config"]
 
@@ -529,6 +529,19 @@ class Network:
             raise GraphError(f"{where_}: both operands must be 3-D, got {a.ndim}-D and {b.ndim}-D")
         return self.apply("bmm", [a, b], name=name)
 
+    def einsum(self, equation: str, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """``torch.einsum(equation, a, b)`` of matmul form (``"bhqd,bhkd->bhqk"``, ``"...ij,...jk->...ik"``,
+        ``"bsd,de->bse"``: every letter a batch, contracted or free dimension; no diagonals, no sums
+        over one operand)."""
+        where_ = self._label("einsum", name)
+        try:
+            einsum_subscripts(
+                equation, (self._check_tensor(a, where_).ndim, self._check_tensor(b, where_).ndim)
+            )
+        except ValueError as e:
+            raise GraphError(f"{where_}: {e}") from None
+        return self.apply("einsum", [a, b], name=name, equation=equation.replace(" ", ""))
+
     def embedding(
         self, ids: Tensor, num_embeddings: ExprLike, dim: ExprLike, name: str | None = None
     ) -> Tensor:
@@ -553,13 +566,16 @@ class Network:
         bias: bool = True,
         head_dim: ExprLike | None = None,
         kv: Tensor | None = None,
+        mask: Sequence[ExprLike] | None = None,
         name: str | None = None,
     ) -> Tensor:
         """Multi-head attention on ``(B, S, D)`` (q/k/v/out projections; GQA with ``kv_heads``).
 
         ``head_dim``: the width of each head (default ``D / heads``; the q projection maps ``D`` to
         ``heads * head_dim`` and the out projection back). ``kv``: a ``(B, L, E)`` tensor the keys and
-        values are projected from (cross-attention; default ``x``: self-attention)."""
+        values are projected from (cross-attention; default ``x``: self-attention). ``mask``: the shape
+        of the float attention mask the scaled dot-product gets (1 to 4 dimensions broadcastable to
+        ``(B, heads, S, L)``; not with ``causal``); its memory is not validated (a warning is logged)."""
         where_ = self._label("attention", name)
         if self._check_tensor(x, where_).ndim != 3:
             raise GraphError(f"{where_}: expects a (batch, sequence, width) input, got {x.ndim}-D")
@@ -569,13 +585,24 @@ class Network:
         kvh = h if kv_heads is None else _int_expr(kv_heads, "kv_heads", where_, low=1)
         hd = None if head_dim is None else _int_expr(head_dim, "head_dim", where_, low=1)
         ins = [x] if kv is None or kv is x else [x, kv]
+        flags = {} if mask is None else {"mask_shape": self._mask_shape(mask, causal, where_)}
         return self._per_value(
             {"causal": (causal, FLAG), "bias": (bias, FLAG)},
             lambda causal, bias: self.apply(
                 "attention", ins, name=name, heads=h, kv_heads=kvh, causal=bool(causal), bias=bool(bias),
-                head_dim=hd,
+                head_dim=hd, **flags,
             ),
         )  # fmt: skip
+
+    @staticmethod
+    def _mask_shape(mask: Sequence[ExprLike], causal: Any, where_: str) -> tuple[Expr, ...]:
+        """An attention mask's shape (1 to 4 sizes >= 1; PyTorch refuses a mask with ``is_causal``)."""
+        shape = tuple(_int_expr(d, "mask", where_, low=1) for d in mask)
+        if not 1 <= len(shape) <= 4:
+            raise GraphError(f"{where_}: mask must have 1 to 4 dimensions, got {len(shape)}")
+        if causal is not False:
+            raise GraphError(f"{where_}: give either mask or causal=True, not both (PyTorch refuses both)")
+        return shape
 
     def sdpa(
         self,
@@ -584,19 +611,32 @@ class Network:
         v: Tensor,
         causal: bool = False,
         gqa: bool = False,
+        mask: Tensor | Sequence[ExprLike] | None = None,
+        bool_mask: bool = False,
         name: str | None = None,
     ) -> Tensor:
-        """``F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)`` on 4-D
-        ``(batch, heads, sequence, width)`` tensors (no parameters; a head width of its own)."""
+        """``F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa)``
+        on 4-D ``(batch, heads, sequence, width)`` tensors (no parameters; a head width of its own).
+        ``mask``: an additive float attention mask (``bool_mask``: a boolean one, True = attend) of 1 to
+        4 dimensions broadcastable to ``(batch, heads, query length, key length)`` — a tensor of the
+        network, or a shape (a mask the model builds itself in its forward); not with ``causal``."""
         where_ = self._label("sdpa", name)
         for t in (q, k, v):
             if self._check_tensor(t, where_).ndim != 4:
                 raise GraphError(
                     f"{where_}: expects 4-D (batch, heads, sequence, width) tensors, got {t.ndim}-D"
                 )
+        ins, flags = [q, k, v], dict[str, Any]()
+        if isinstance(mask, Tensor):
+            self._mask_shape(self._check_tensor(mask, where_).shape, causal, where_)
+            ins.append(mask)
+        elif mask is not None:
+            flags["mask_shape"] = self._mask_shape(mask, causal, where_)
+        if mask is not None and bool_mask:
+            flags["bool_mask"] = True
         return self._per_value(
             {"causal": (causal, FLAG)},
-            lambda causal: self.apply("sdpa", [q, k, v], name=name, causal=bool(causal), gqa=bool(gqa)),
+            lambda causal: self.apply("sdpa", ins, name=name, causal=bool(causal), gqa=bool(gqa), **flags),
         )
 
     def _rnn(

@@ -49,7 +49,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..expr import Const, Expr, all_, any_, ceildiv, compile_vectorized, interval, sum_
 from ..graph import Check, GraphError, Network, Tensor
-from ..graph._catalog import PAD_MODES, eq
+from ..graph._catalog import PAD_MODES, einsum_subscripts, eq
 from ..graph._network import conv_pads
 from ._symbolic import (
     REAL_RANGE,
@@ -135,6 +135,7 @@ class STensor:
     def __init__(self, trace: _Trace, t: Tensor) -> None:
         self._trace = trace
         self._t = t
+        self.is_bool = False  # a boolean model input (an attention mask)
 
     # shape queries -------------------------------------------------------------------------------
     @property
@@ -386,6 +387,7 @@ _FILLS = {"zero_", "fill_", "uniform_", "normal_", "exponential_", "log_normal_"
 _SAME_SHAPE = {
     "mul", "__mul__", "__rmul__", "add", "__add__", "__radd__", "sub", "__sub__", "div", "__truediv__",
     "clone", "detach", "to", "float", "contiguous", "requires_grad_", "neg", "__neg__",
+    "tril", "triu", "masked_fill", "logical_not", "__invert__", "bool", "eq", "__eq__", "ne", "__ne__",
 }  # fmt: skip
 
 
@@ -686,6 +688,17 @@ def _bmm(tr: _Trace, a: Any, b: Any) -> STensor:
     return tr.apply("bmm", tr.net.bmm, _t(x), _t(y))
 
 
+def _einsum(tr: _Trace, equation: Any, *operands: Any) -> STensor:
+    """``torch.einsum`` of two operands in matmul form (``einsum_subscripts``); others are refused."""
+    ops = tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], list | tuple) else operands
+    xs = [tr.tensor(o, "einsum") for o in ops]
+    try:
+        einsum_subscripts(fixed(equation), [x.ndim for x in xs])
+    except ValueError as e:
+        raise TraceError(f"{e}: {user_line()}") from None
+    return tr.apply("einsum", tr.net.einsum, fixed(equation), _t(xs[0]), _t(xs[1]))
+
+
 def _expand(tr: _Trace, x: Any, *shape: Any) -> STensor:
     xs = tr.tensor(x, "expand")
     return tr.apply("expand", tr.net.expand, _t(xs), [as_expr_like(d) for d in _sizes(shape)])
@@ -821,12 +834,43 @@ def _sdpa(
     scale: Any = None,
     enable_gqa: Any = False,
 ) -> STensor:
-    if attn_mask is not None or fixed(dropout_p) != 0.0:
-        raise TraceError(
-            f"scaled_dot_product_attention with attn_mask or dropout_p is not supported: {user_line()}"
-        )
+    if fixed(dropout_p) != 0.0:
+        raise TraceError(f"scaled_dot_product_attention with dropout_p is not supported: {user_line()}")
     qs, ks, vs = (tr.tensor(t, "scaled_dot_product_attention") for t in (q, k, v))
-    return tr.apply("sdpa", tr.net.sdpa, _t(qs), _t(ks), _t(vs), causal=bool(is_causal), gqa=bool(enable_gqa))
+    mask, bool_mask = _mask(tr, attn_mask, "scaled_dot_product_attention: attn_mask")
+    if mask is not None and is_causal:
+        raise TraceError(
+            "scaled_dot_product_attention: attn_mask with is_causal=True (PyTorch refuses both): "
+            f"{user_line()}"
+        )
+    return tr.apply(
+        "sdpa", tr.net.sdpa, _t(qs), _t(ks), _t(vs), causal=bool(is_causal), gqa=bool(enable_gqa), mask=mask,
+        bool_mask=bool_mask,
+    )  # fmt: skip
+
+
+def _mask(tr: _Trace, m: Any, what: str) -> tuple[Tensor | tuple[Expr, ...] | None, bool]:
+    """An attention mask as the DSL takes it: a tensor of the trace (a model input or computed from one),
+    or the symbolic shape of a mask the model builds itself (``torch.ones(s, s).tril()``); and whether
+    it is boolean."""
+    if m is None:
+        return None, False
+    if isinstance(m, STensor):
+        return _t(m), m.is_bool
+    if isinstance(m, torch.Tensor) and not isinstance(m, nn.Parameter):
+        shape = tr.shape_of(m)
+        if shape is None:
+            raise TraceError(
+                f"{what}: cannot tell how the shape {tuple(m.shape)} of this mask depends on the "
+                f"configuration (build it with torch.ones/zeros/full(shape...) and tril/triu/masked_fill, "
+                f"or pass it as a model input): {user_line()}"
+            )
+        with torch._C.DisableTorchFunction():
+            is_bool = m.dtype == torch.bool
+        if not (is_bool or m.is_floating_point()):
+            raise TraceError(f"{what}: the mask must be boolean or floating point: {user_line()}")
+        return tuple(shape), is_bool
+    raise TraceError(f"{what}: expected a tensor, got {type(m).__name__}: {user_line()}")
 
 
 def _max_pool(nd: int) -> Callable[..., STensor]:
@@ -953,6 +997,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "matmul": _matmul,
     "__matmul__": _matmul,
     "bmm": _bmm,
+    "einsum": _einsum,
     "contiguous": _identity,
     "expand": _expand,
     "chunk": _chunk,
@@ -1195,10 +1240,10 @@ def _mha_mod(
     average_attn_weights: Any = True,
     is_causal: Any = False,
 ) -> Any:
-    if key is not value or key_padding_mask is not None or attn_mask is not None or is_causal:
+    if key is not value:
         raise TraceError(
             f"module {tr.where()}: MultiheadAttention is supported as self- or cross-attention (key is "
-            f"value) without masks: {user_line()}"
+            f"value): {user_line()}"
         )
     same_kv = mod._qkv_same_embed_dim or mod.kdim == mod.vdim
     if not mod.batch_first or not same_kv or mod.bias_k is not None or mod.add_zero_attn:
@@ -1212,14 +1257,60 @@ def _mha_mod(
         if t is not None and t.ndim != 3:
             raise GraphError(f"{tr.where()}: expects (batch, sequence, embed_dim) inputs")
     _claim(tr, mod)
+    causal, mask, rules = _mha_masks(
+        tr, mod, xs, xs if kv is None else kv, attn_mask, key_padding_mask, need_weights, is_causal
+    )
     y = tr.apply(
         "attention", tr.net.attention, _t(xs), as_expr_like(mod.num_heads), bias=mod.in_proj_bias is not None,
-        kv=None if kv is None else _t(kv),
+        kv=None if kv is None else _t(kv), causal=causal, mask=mask,
     )  # fmt: skip
+    for rule, cond in rules:
+        tr.bind(y, rule, cond)
     tr.bind(y, "embed_dim matches the input", eq(_t(xs).shape[-1], expr_of(mod.embed_dim)))
     if kv is not None:
         tr.bind(y, "kdim matches the key/value input", eq(_t(kv).shape[-1], expr_of(mod.kdim)))
     return y, _Opaque(f"the attention weights of {tr.where()}")
+
+
+def _mha_masks(
+    tr: _Trace,
+    mod: nn.MultiheadAttention,
+    xs: STensor,
+    kv: STensor,
+    attn_mask: Any,
+    key_padding_mask: Any,
+    need_weights: Any,
+    is_causal: Any,
+) -> tuple[bool, tuple[Expr, ...] | None, list[tuple[str, Expr]]]:
+    """``F.multi_head_attention_forward``'s masks: (causal, the shape of the float mask its scaled
+    dot-product gets, PyTorch's shape rules). ``is_causal`` needs ``attn_mask`` and, without a key padding
+    mask and attention weights, replaces it (unchecked) by causal attention."""
+    what = f"module {tr.where()}: MultiheadAttention"
+    am, _ = _mask(tr, attn_mask, f"{what} attn_mask")
+    kpm, _ = _mask(tr, key_padding_mask, f"{what} key_padding_mask")
+    if is_causal and am is None:
+        raise TraceError(f"{what}: is_causal=True needs attn_mask (PyTorch refuses it): {user_line()}")
+    if is_causal and kpm is None and not need_weights:
+        return True, None, []
+    b, s, n = _t(xs).shape[0], _t(xs).shape[1], _t(kv).shape[1]
+    h = expr_of(mod.num_heads)
+    rules: list[tuple[str, Expr]] = []
+    shape: tuple[Expr, ...] | None = None
+    if am is not None:
+        dims = am.shape if isinstance(am, Tensor) else am
+        if len(dims) not in (2, 3):
+            raise TraceError(f"{what}: attn_mask must be 2-D or 3-D (PyTorch refuses others): {user_line()}")
+        want = (s, n) if len(dims) == 2 else (b * h, s, n)
+        rules.append((f"attn_mask has shape {'(L, S)' if len(dims) == 2 else '(N*num_heads, L, S)'}",
+                      all_(eq(p, q) for p, q in zip(dims, want))))  # fmt: skip
+        shape = (s, n) if len(dims) == 2 else (b, h, s, n)
+    if kpm is not None:
+        dims = kpm.shape if isinstance(kpm, Tensor) else kpm
+        if len(dims) != 2:
+            raise TraceError(f"{what}: key_padding_mask must be 2-D (PyTorch refuses others): {user_line()}")
+        rules.append(("key_padding_mask has shape (N, S)", eq(dims[0], b) & eq(dims[1], n)))
+        shape = (b, Const(1), Const(1), n) if shape is None else (b, h, s, n)  # added to attn_mask
+    return False, shape, rules
 
 
 def _feed_forward(
@@ -1250,15 +1341,15 @@ def _encoder_layer_mod(
     tr: _Trace, mod: nn.TransformerEncoderLayer, src: Any, src_mask: Any = None,
     src_key_padding_mask: Any = None, is_causal: Any = False,
 ) -> STensor:  # fmt: skip
-    if src_mask is not None or src_key_padding_mask is not None or is_causal:
-        raise TraceError(
-            f"module {tr.where()}: TransformerEncoderLayer masks are not supported: {user_line()}"
-        )
     x = _in(tr, src, mod)
     ff = _feed_forward(tr, mod, mod.dropout2)
 
     def sa(y: Any) -> Any:
-        return _call(tr, mod.dropout1, _call(tr, mod.self_attn, y, y, y, need_weights=False)[0])
+        att = _call(
+            tr, mod.self_attn, y, y, y, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
+            need_weights=False, is_causal=bool(is_causal),
+        )  # fmt: skip
+        return _call(tr, mod.dropout1, att[0])
 
     if mod.norm_first:
         x = x + sa(_call(tr, mod.norm1, x))
@@ -1272,19 +1363,22 @@ def _decoder_layer_mod(
     memory_mask: Any = None, tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
     tgt_is_causal: Any = False, memory_is_causal: Any = False,
 ) -> STensor:  # fmt: skip
-    masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-    if any(m is not None for m in masks) or tgt_is_causal or memory_is_causal:
-        raise TraceError(
-            f"module {tr.where()}: TransformerDecoderLayer masks are not supported: {user_line()}"
-        )
     x, m = _in(tr, tgt, mod), _in(tr, memory, mod)
     ff = _feed_forward(tr, mod, mod.dropout3)
 
     def sa(y: Any) -> Any:
-        return _call(tr, mod.dropout1, _call(tr, mod.self_attn, y, y, y, need_weights=False)[0])
+        att = _call(
+            tr, mod.self_attn, y, y, y, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
+            need_weights=False, is_causal=bool(tgt_is_causal),
+        )  # fmt: skip
+        return _call(tr, mod.dropout1, att[0])
 
     def ca(y: Any) -> Any:
-        return _call(tr, mod.dropout2, _call(tr, mod.multihead_attn, y, m, m, need_weights=False)[0])
+        att = _call(
+            tr, mod.multihead_attn, y, m, m, attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask,
+            need_weights=False, is_causal=bool(memory_is_causal),
+        )  # fmt: skip
+        return _call(tr, mod.dropout2, att[0])
 
     if mod.norm_first:
         x = x + sa(_call(tr, mod.norm1, x))
@@ -1299,11 +1393,13 @@ def _encoder_mod(
     tr: _Trace, mod: nn.TransformerEncoder, src: Any, mask: Any = None, src_key_padding_mask: Any = None,
     is_causal: Any = None,
 ) -> Any:  # fmt: skip
-    if mask is not None or src_key_padding_mask is not None or is_causal:
-        raise TraceError(f"module {tr.where()}: TransformerEncoder masks are not supported: {user_line()}")
     x = _in(tr, src, mod)
+    # ``is_causal=None`` with a mask: PyTorch compares the mask's values with a causal one; a shape
+    # rule holds either way, and masked and causal attention cost the same but for memory
     for layer in mod.layers:
-        x = _call(tr, layer, x)
+        x = _call(
+            tr, layer, x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal)
+        )
     return _call(tr, mod.norm, x) if mod.norm is not None else x
 
 
@@ -1487,7 +1583,9 @@ def _input(tr: _Trace, x: Any, i: int) -> STensor:
         shape, dtype = tuple(expr_of(d) for d in x), "float32"
     else:
         raise TraceError(f"inputs(cfg) must give tensors or shapes, got {type(x).__name__} at position {i}")
-    return STensor(tr, tr.net.input([as_expr_like(_lit(d)) for d in shape], dtype=dtype, name=f"input#{i}"))
+    out = STensor(tr, tr.net.input([as_expr_like(_lit(d)) for d in shape], dtype=dtype, name=f"input#{i}"))
+    out.is_bool = isinstance(x, torch.Tensor) and x.dtype == torch.bool  # an attention mask
+    return out
 
 
 def _lit(e: Any) -> Any:
