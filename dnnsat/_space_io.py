@@ -712,7 +712,22 @@ def save_space(space: Space, path: str | PathLike[str]) -> None:
     if suffix == ".json":
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     else:
-        import yaml
-
-        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        text = _yaml_dump(data)
     Path(path).write_text(text, encoding="utf-8")
+
+
+def _yaml_dump(data: Any) -> str:
+    """``yaml.safe_dump`` that keeps every string: PyYAML writes a NEL (``\x85``, a YAML line break)
+    raw inside a single-quoted scalar, which reads back as a space; such strings are double-quoted
+    (escaped) instead."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = '"' if "\x85" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True)
