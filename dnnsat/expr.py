@@ -33,6 +33,7 @@ import math
 import operator
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Union  # noqa: UP035
 
 import numpy as np
@@ -522,6 +523,13 @@ def _py_truediv(a: Any, b: Any) -> Any:
     return 0.0 if b == 0 else a / b
 
 
+_DIV_TEXT = {  # (Python source, numpy function) of a division by a nonzero constant
+    "floordiv": ("{x} // {c}", "_fdiv({x}, {c})"),
+    "ceildiv": ("-((-{x}) // {c})", "_cdiv({x}, {c})"),
+    "truediv": ("{x} / {c}", "_tdiv({x}, {c})"),
+}
+
+
 _PY_OPS: dict[str, Callable[..., Any]] = {
     "add": operator.add,
     "sub": operator.sub,
@@ -645,19 +653,18 @@ _MAX_NESTING = 40  # inlined expressions deeper than this are stored in a local 
 
 
 def _scalar_text(node: Expr, a: list[str]) -> str:
-    """Python source of ``node`` given its arguments' source ``a`` (the ops in ``_READS_TWICE`` read an
-    argument twice; the others read each once)."""
+    """Python source of ``node`` given its arguments' source ``a`` (min, max and a division by a
+    non-constant read an argument twice; the others read each once)."""
     op = node.op
     if op in ("add", "sub", "mul", "lt", "le", "eq", "ne"):
         return f"{a[0]} {_INFIX[op]} {a[1]}"
     if op == "neg":
         return f"-{a[0]}"
-    if op == "floordiv":
-        return f"{a[0]} // {a[1]} if {a[1]} else 0"
-    if op == "ceildiv":
-        return f"-((-{a[0]}) // {a[1]}) if {a[1]} else 0"
-    if op == "truediv":
-        return f"{a[0]} / {a[1]} if {a[1]} else 0.0"
+    if op in _DIV_TEXT:
+        text = _DIV_TEXT[op][0].format(x=a[0], c=a[1])
+        return (
+            text if _nonzero_const(node.args[1]) else f"{text} if {a[1]} else {0.0 if op == 'truediv' else 0}"
+        )
     if op in _NARY:
         return f"{a[0]} if {a[0]} {'<=' if op == 'min' else '>='} {a[1]} else {a[1]}"
     if op in ("and", "or"):
@@ -669,7 +676,8 @@ def _scalar_text(node: Expr, a: list[str]) -> str:
     raise AssertionError(op)
 
 
-_READS_TWICE = {"floordiv", "ceildiv", "truediv", *_NARY}
+def _nonzero_const(e: Expr) -> bool:
+    return e.op == "const" and e.payload != 0
 
 
 def _nary_leaves(node: Expr, uses: Mapping[int, int]) -> list[Expr]:
@@ -703,7 +711,7 @@ def compile_scalar(roots: Sequence[Expr]) -> Callable[[Mapping[str, Any]], tuple
     for node in order:
         if node.op in _NARY and len(leaves := _nary_leaves(node, uses)) > 2:
             nary[id(node)] = leaves
-        elif node.op in _READS_TWICE:
+        elif node.op in _NARY or node.op in _DIV_TEXT and not _nonzero_const(node.args[1]):
             for x in node.args:
                 uses[id(x)] += 2  # read twice by the template: store it
     ref: dict[int, str] = {}
@@ -754,12 +762,20 @@ def interval(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> dict[
 
 
 def _codegen(roots: Sequence[Expr], emit: Callable[[Expr, list[str], str], list[str]], header: str) -> str:
+    """One line per node; each node's array is deleted after its last reader (a batch of points then
+    holds few arrays at once: memory traffic dominated when every one lived to the end)."""
+    order = topological(roots)
+    last_use = {id(a): i for i, node in enumerate(order) for a in node.args}
+    keep = {id(r) for r in roots}
     names: dict[int, str] = {}
     lines = [header]
-    for i, node in enumerate(topological(roots)):
+    for i, node in enumerate(order):
         out = f"t{i}"
         names[id(node)] = out
         lines.extend("    " + line for line in emit(node, [names[id(a)] for a in node.args], out))
+        dead = sorted({names[id(a)] for a in node.args if last_use[id(a)] == i and id(a) not in keep})
+        if dead:
+            lines.append(f"    del {', '.join(dead)}")
     lines.append(f"    return ({', '.join(names[id(r)] for r in roots)},)")
     return "\n".join(lines)
 
@@ -964,7 +980,12 @@ def _interval_text(op: str, a: Sequence[tuple[str, str]], python: bool) -> tuple
     The single definition of these rules: the interpreters compile them into one function per op,
     :func:`compile_interval_scalar` inlines them.
     """
-    lo_min, hi_max = ("min", "max") if python else ("np.minimum", "np.maximum")
+
+    def lo_min(x: str, y: str) -> str:  # Python: min(x, y) without the call (the same value, NaN too)
+        return f"({y} if {y} < {x} else {x})" if python else f"np.minimum({x}, {y})"
+
+    def hi_max(x: str, y: str) -> str:
+        return f"({y} if {y} > {x} else {x})" if python else f"np.maximum({x}, {y})"
 
     def sel(c: str, x: str, y: str) -> str:
         return f"({x} if {c} else {y})" if python else f"np.where({c}, {x}, {y})"
@@ -977,15 +998,13 @@ def _interval_text(op: str, a: Sequence[tuple[str, str]], python: bool) -> tuple
     (al, ah), (bl, bh) = a[0], a[-1]
     if op == "where":  # (c, x, y): x if surely c, y if surely not c, else the hull of both
         (cl, ch), (al, ah) = a[0], a[1]
-        return sel(cl, al, sel(ch, f"{lo_min}({al}, {bl})", bl)), sel(
-            cl, ah, sel(ch, f"{hi_max}({ah}, {bh})", bh)
-        )
+        return sel(cl, al, sel(ch, lo_min(al, bl), bl)), sel(cl, ah, sel(ch, hi_max(ah, bh), bh))
     return {
         "add": (f"{al} + {bl}", f"{ah} + {bh}"),
         "sub": (f"{al} - {bh}", f"{ah} - {bl}"),
         "neg": (f"-{ah}", f"-{al}"),
-        "min": (f"{lo_min}({al}, {bl})", f"{lo_min}({ah}, {bh})"),
-        "max": (f"{hi_max}({al}, {bl})", f"{hi_max}({ah}, {bh})"),
+        "min": (lo_min(al, bl), lo_min(ah, bh)),
+        "max": (hi_max(al, bl), hi_max(ah, bh)),
         "lt": (f"{ah} < {bl}", f"{al} < {bh}"),
         "le": (f"{ah} <= {bl}", f"{al} <= {bh}"),
         "and": (logic("and", al, bl), logic("and", ah, bh)),
@@ -1014,42 +1033,41 @@ def compile_interval(
     ``lo`` and ``hi`` map variable names to arrays (one entry per box) or scalars. Bounds are exact
     at the corners for monotone terms and sound always: every value at a point in the box lies inside.
     Booleans are bounded by ``(definitely true, possibly true)``. ``box`` (global variable bounds)
-    selects float64 for nodes that may leave int64. ``python=True`` evaluates Python numbers exactly.
+    selects float64 for nodes that may leave int64. ``python=True`` evaluates Python numbers exactly
+    and takes a third argument, a dict that receives the bounds of every node (``id -> (lo, hi)``).
     """
+    if python:
+        return _interval_interpreter(roots)
+    wide = _dtype_plan(roots, box)
+    ns: dict[str, Any] = {"np": np, "_rules": _interval_rules(python=False), "_w": _as_float64}
+    ns.update(_fdiv=_vfloordiv_pos, _cdiv=_vceildiv_pos, _tdiv=_vtruediv_pos)
+    src = _interval_source(roots, python=False, wide=wide)
+    exec(compile(src, "<dnnsat.expr interval>", "exec"), ns)
+    return ns["_f"]  # type: ignore[no-any-return]
+
+
+def _as_float64(x: Any) -> Any:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _interval_interpreter(roots: Sequence[Expr]) -> Callable[..., tuple[tuple[Any, Any], ...]]:
+    """Bounds over one box of Python numbers, node by node, optionally recording every node's."""
     order = topological(roots)
-    rules = _interval_functions(python)
-    wide = _dtype_plan(roots, box) if not python else set()
-    const_cache: dict[int, Any] = {}
-    for node in order:
-        if node.op == "const":
-            const_cache[id(node)] = float(node.payload) if id(node) in wide else node.payload
-    plan = [
-        (id(node), node.op, node.payload, node.sort, tuple(id(a) for a in node.args), id(node) in wide)
-        for node in order
-    ]
+    rules = _interval_functions(True)
+    plan = [(id(node), node.op, node.payload, tuple(id(a) for a in node.args)) for node in order]
     root_ids = [id(r) for r in roots]
 
     def evaluate(lo: Mapping[str, Any], hi: Mapping[str, Any], out: dict[int, Any] | None = None) -> Any:
         b: dict[int, tuple[Any, Any]] = {} if out is None else out
-        for nid, op, payload, sort, arg_ids, is_wide in plan:
+        for nid, op, payload, arg_ids in plan:
             if op == "var":
-                name = payload[0]
-                vlo, vhi = lo[name], hi[name]
-                if not python:
-                    dt: Any = np.float64 if (is_wide or sort == "real") else np.int64
-                    if sort == "bool":
-                        dt = np.bool_
-                    vlo, vhi = np.asarray(vlo, dtype=dt), np.asarray(vhi, dtype=dt)
-                b[nid] = (vlo, vhi)
+                b[nid] = (lo[payload[0]], hi[payload[0]])
             elif op == "const":
-                v = const_cache[nid]
-                b[nid] = (v, v)
+                b[nid] = (payload, payload)
             else:
                 flat: list[Any] = []
                 for aid in arg_ids:
                     flat.extend(b[aid])
-                if is_wide:
-                    flat = [np.asarray(x, dtype=np.float64) for x in flat]
                 b[nid] = rules[op](*flat)
         return tuple(b[r] for r in root_ids)
 
@@ -1059,26 +1077,110 @@ def compile_interval(
 def compile_interval_scalar(roots: Sequence[Expr]) -> Callable[..., tuple[tuple[Any, Any], ...]]:
     """Like :func:`compile_interval` for one box of Python numbers (exact ints): generated code with
     every rule inlined, many times faster than the numpy evaluator on a handful of boxes."""
-    rules = _interval_rules(python=True)
-    names: dict[int, tuple[str, str]] = {}
-    lines = ["def _f(lo, hi):"]
-    for i, node in enumerate(topological(roots)):
-        if node.op == "const":
-            names[id(node)] = (repr(node.payload),) * 2
-            continue
-        out = names[id(node)] = (f"l{i}", f"h{i}")
-        args = [names[id(a)] for a in node.args]
-        if node.op == "var":
-            text = f"lo[{node.name!r}], hi[{node.name!r}]"
-        elif node.op in _ONE_LINE:
-            text = ", ".join(_interval_text(node.op, args, python=True))
-        else:
-            text = f"_rules[{node.op!r}]({', '.join(x for pair in args for x in pair)})"
-        lines.append(f"    {out[0]}, {out[1]} = {text}")
-    lines.append(f"    return ({', '.join(f'({names[id(r)][0]}, {names[id(r)][1]})' for r in roots)},)")
-    ns: dict[str, Any] = {"_rules": rules}
-    exec(compile("\n".join(lines), "<dnnsat.expr interval scalar>", "exec"), ns)
+    ns: dict[str, Any] = {"_rules": _interval_rules(python=True)}
+    exec(compile(_interval_source(roots, python=True), "<dnnsat.expr interval scalar>", "exec"), ns)
     return ns["_f"]  # type: ignore[no-any-return]
+
+
+def _by_constant(node: Expr) -> bool:
+    """A product with a constant or a division by a nonzero constant (its bounds: two values, sorted).
+    A true division only by ``|c| >= 1``: no overflow, which :func:`_idiv` would have silenced."""
+    if node.op == "mul":
+        return any(a.op == "const" for a in node.args)
+    d = node.args[1] if node.op in _DIV_TEXT else None
+    return (
+        d is not None and d.op == "const" and d.payload != 0 and (node.op != "truediv" or abs(d.payload) >= 1)
+    )
+
+
+def _reads_once(node: Expr) -> bool:
+    """Whether the Python bounds of ``node`` read each bound of each argument at most once, so a
+    single-use argument can be written inline (min, max and where read some twice)."""
+    return node.op not in ("min", "max", "where")
+
+
+def _interval_source(roots: Sequence[Expr], python: bool, wide: AbstractSet[int] = frozenset()) -> str:
+    """Source of ``_f(lo, hi)``: the bounds of ``roots``, one or two lines per stored node.
+
+    The rules are those of :func:`_interval_rules` and :func:`_interval_text` (one-line rules inlined)
+    and give the same values: a product with a constant computes the two distinct corner products of
+    :func:`_imul` (it computes each twice) and a division by a nonzero constant the two distinct
+    quotients of :func:`_idiv`, whose fallback for a divisor range holding 0 cannot apply. Python: a
+    node with one use that reads each bound once is written inline (as :func:`compile_scalar` does).
+    numpy: variables are cast like the interpreter casts them, the arguments of a ``wide`` node to
+    float64, and each node's arrays are deleted after their last reader (memory traffic, not the
+    operations, dominated a batch of 2048 boxes when every node's arrays lived to the end: 2-3x).
+    """
+    order = topological(roots)
+    root_ids = {id(r) for r in roots}
+    stored = set(root_ids)
+    uses: dict[int, int] = {}
+    for node in order:
+        for a in node.args:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+            if not (python and _reads_once(node)):
+                stored.add(id(a))
+    last_use = {id(a): i for i, node in enumerate(order) for a in node.args}
+    names: dict[int, tuple[str, str]] = {}
+    depth: dict[int, int] = {}
+    lines = ["def _f(lo, hi):"]
+    for i, node in enumerate(order):
+        op = node.op
+        if op == "const":
+            v = float(node.payload) if id(node) in wide else node.payload
+            names[id(node)], depth[id(node)] = (repr(v),) * 2, 0
+            continue
+        lo, hi = f"l{i}", f"h{i}"
+        args = [names[id(a)] for a in node.args]
+        if id(node) in wide:
+            for k, (al, ah) in enumerate(args):
+                lines.append(f"    w{i}_{k}l, w{i}_{k}h = _w({al}), _w({ah})")
+            args = [(f"w{i}_{k}l", f"w{i}_{k}h") for k in range(len(args))]
+        text: tuple[str, ...]  # (lo, hi) sources, or one source of the pair
+        if op == "var":
+            if python:
+                text = (f"lo[{node.name!r}]", f"hi[{node.name!r}]")
+            else:
+                dt = "np.float64" if (id(node) in wide or node.sort == "real") else "np.int64"
+                dt = "np.bool_" if node.sort == "bool" else dt
+                text = (
+                    f"np.asarray(lo[{node.name!r}], dtype={dt})",
+                    f"np.asarray(hi[{node.name!r}], dtype={dt})",
+                )
+        elif op in _ONE_LINE:
+            text = _interval_text(op, args, python)
+        elif _by_constant(node):  # c * [xl, xh], [xl, xh] // c: two values (_imul, _idiv: each twice)
+            if op == "mul":
+                (c, _), (xl, xh) = args if node.args[0].op == "const" else args[::-1]
+                lines.append(f"    {lo}, {hi} = {c} * {xl}, {c} * {xh}")
+            else:
+                template = _DIV_TEXT[op][0 if python else 1]
+                (xl, xh), (c, _) = args
+                lines.append(f"    {lo}, {hi} = {template.format(x=xl, c=c)}, {template.format(x=xh, c=c)}")
+            stored.add(id(node))
+            text = tuple(_interval_text(m, [(lo, lo), (hi, hi)], python)[0] for m in ("min", "max"))
+        else:  # one call returning both bounds: stored
+            text = (f"_rules[{op!r}]({', '.join(x for pair in args for x in pair)})",)
+        d = 1 + max((depth[id(a)] for a in node.args), default=0)
+        if len(text) == 2 and id(node) not in stored and uses.get(id(node)) == 1 and d < _MAX_NESTING:
+            names[id(node)], depth[id(node)] = (f"({text[0]})", f"({text[1]})"), d
+            continue
+        lines.append(f"    {lo}, {hi} = {', '.join(text)}")
+        names[id(node)], depth[id(node)] = (lo, hi), 0
+        if not python:  # free what no later node reads: a batch of boxes then holds few arrays at once
+            dead = {
+                x
+                for a in node.args
+                if a.op != "const" and last_use[id(a)] == i and id(a) not in root_ids
+                for x in names[id(a)]
+            }
+            dead |= (
+                {f"w{i}_{k}{b}" for k in range(len(node.args)) for b in "lh"} if id(node) in wide else set()
+            )
+            if dead:
+                lines.append(f"    del {', '.join(sorted(dead))}")
+    lines.append(f"    return ({', '.join(f'({names[id(r)][0]}, {names[id(r)][1]})' for r in roots)},)")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------

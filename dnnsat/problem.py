@@ -171,6 +171,9 @@ class _Compiled:
     always_feasible: bool | None = None  # cached answer of Problem.always_feasible
     #: the symbolic constraints alone (no costs): ``Problem.satisfied``, compiled on first use
     holds: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = None
+    #: ``Problem.sample``'s pool per ``max_boxes``: (lo, hi, undecided) boxes of the feasible set. A
+    #: property of the problem (not of a seed or a configuration), so later samples only draw from it.
+    pools: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def _split_comparison(expr: Expr) -> tuple[Expr | None, str | None, float | None]:
@@ -1070,30 +1073,15 @@ class Problem:
         Exact uniformity: bounds split the space into surely-feasible boxes, enumerated points and
         undecided boxes; a box is drawn by volume, a point uniformly inside it, and points from
         undecided boxes are kept only when feasible (rejection). Continuous parameters that no
-        constraint uses are drawn uniformly (log-uniformly when ``log=True``).
+        constraint uses are drawn uniformly (log-uniformly when ``log=True``). The decomposition is
+        computed by the first call (per ``max_boxes``) and kept: later calls only draw.
         """
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         comp = self._c()
         rng = np.random.default_rng(seed)
         dom = comp.domain
-        full_lo, full_hi, points, rest_lo, rest_hi = [], [], [], [], []
-        for piece in comp.engine.decompose(max_boxes=max_boxes):
-            full_lo.append(piece.full_lo)
-            full_hi.append(piece.full_hi)
-            points.append(piece.points)
-            rest_lo.append(piece.rest_lo)
-            rest_hi.append(piece.rest_hi)
-        empty = np.zeros((0, dom.ndim), dtype=np.int64)
-        flo = np.concatenate(full_lo) if full_lo else empty
-        fhi = np.concatenate(full_hi) if full_hi else empty
-        pts = np.concatenate(points) if points else empty
-        rlo = np.concatenate(rest_lo) if rest_lo else empty
-        rhi = np.concatenate(rest_hi) if rest_hi else empty
-        # one pool of boxes: surely-feasible boxes, single points, undecided boxes
-        lo = np.concatenate([flo, pts, rlo])
-        hi = np.concatenate([fhi, pts, rhi])
-        undecided = np.concatenate([np.zeros(len(flo) + len(pts), dtype=bool), np.ones(len(rlo), dtype=bool)])
+        lo, hi, undecided = self._sample_pool(comp, max_boxes)
         if not len(lo):
             self._raise_empty()
         chosen: list[np.ndarray] = []
@@ -1113,7 +1101,7 @@ class Problem:
             if attempts > 1000 * max(n, 1) + 100_000 and got == 0:
                 self._raise_empty()
         out = []
-        allp = np.concatenate(chosen) if chosen else empty
+        allp = np.concatenate(chosen) if chosen else np.zeros((0, dom.ndim), dtype=np.int64)
         for p in allp:
             cfg = dom.decode_point(p)
             for name in dom.free:
@@ -1125,6 +1113,34 @@ class Problem:
                     cfg[name] = _draw_float(prm, rng)
             out.append(self._ordered(cfg))
         return out
+
+    def _sample_pool(self, comp: _Compiled, max_boxes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, hi, undecided) of one pool of boxes covering the feasible set: surely-feasible boxes,
+        single feasible points, then boxes left undecided after ``max_boxes`` (computed once)."""
+        pool = comp.pools.get(max_boxes)
+        if pool is not None:
+            return pool
+        dom = comp.domain
+        full_lo, full_hi, points, rest_lo, rest_hi = [], [], [], [], []
+        for piece in comp.engine.decompose(max_boxes=max_boxes):
+            full_lo.append(piece.full_lo)
+            full_hi.append(piece.full_hi)
+            points.append(piece.points)
+            rest_lo.append(piece.rest_lo)
+            rest_hi.append(piece.rest_hi)
+        empty = np.zeros((0, dom.ndim), dtype=np.int64)
+        flo = np.concatenate(full_lo) if full_lo else empty
+        fhi = np.concatenate(full_hi) if full_hi else empty
+        pts = np.concatenate(points) if points else empty
+        rlo = np.concatenate(rest_lo) if rest_lo else empty
+        rhi = np.concatenate(rest_hi) if rest_hi else empty
+        lo = np.concatenate([flo, pts, rlo])
+        hi = np.concatenate([fhi, pts, rhi])
+        undecided = np.concatenate([np.zeros(len(flo) + len(pts), dtype=bool), np.ones(len(rlo), dtype=bool)])
+        for a in (lo, hi, undecided):
+            a.flags.writeable = False  # shared by every later call
+        pool = comp.pools[max_boxes] = (lo, hi, undecided)
+        return pool
 
     def repair(self, config: Mapping[str, Any], fixed: Iterable[str] = ()) -> dict[str, Any] | None:
         """A feasible config changing as few parameters as possible, then as little as possible.

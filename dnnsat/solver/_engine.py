@@ -39,7 +39,7 @@ ENUM_WORK = 1 << 20  # ... or fewer, so that points x expression nodes stays und
 # such as a memory peak prune better by splitting further than by evaluating thousands of points)
 BATCH = 2048  # boxes per vectorized step
 POINTS_PER_STEP = 1 << 18
-FEW = 16  # up to this many boxes / points are evaluated one by one in generated Python code, not numpy
+FEW = 32  # up to this many boxes / points are evaluated one by one in generated Python code, not numpy
 POINT_NODES = 1 << 24  # points x expression nodes of one vectorized evaluation (about 128 MiB of float64)
 WITNESSES = 6  # points tried per box before it is split (see Engine._witness_candidates)
 PINNED_BOXES = 200  # boxes per root of each finite search with the continuous variables pinned (before Z3)
