@@ -311,11 +311,29 @@ class Network:
             )
             x = self.pad(x, conv_pads(pad, k, d), padding_mode)
             pad = tuple(Const(0) for _ in range(nd))
+        sizes = (out_channels, kernel_size, stride, dilation, groups)
+        return self._conv_like(op, nd, x, where_, sizes, {"padding": pad}, bias, name)
+
+    def _conv_like(
+        self,
+        op: str,
+        nd: int,
+        x: Tensor,
+        where_: str,
+        sizes: tuple[Any, Any, Any, Any, Any],
+        pads: dict[str, Any],
+        bias: Any,
+        name: str | None,
+    ) -> Tensor:
+        """A convolution or transposed convolution ``op``: ``sizes`` = (out_channels, kernel_size,
+        stride, dilation, groups) checked here, ``pads`` its checked padding attributes; ``bias`` may be
+        a hyperparameter (:meth:`_per_value`)."""
+        out_channels, kernel_size, stride, dilation, groups = sizes
         attrs = dict(
             out_channels=_int_expr(out_channels, "out_channels", where_, low=1),
             kernel_size=_tuple(kernel_size, nd, "kernel_size", where_, low=1),
             stride=_tuple(stride, nd, "stride", where_, low=1),
-            padding=pad,
+            **pads,
             dilation=_tuple(dilation, nd, "dilation", where_, low=1),
             groups=_int_expr(groups, "groups", where_, low=1),
         )
@@ -443,18 +461,12 @@ class Network:
             raise GraphError(
                 f"{where_}: expects a {nd + 2}-D input (batch, channels, spatial...), got {x.ndim}-D"
             )
-        attrs = dict(
-            out_channels=_int_expr(out_channels, "out_channels", where_, low=1),
-            kernel_size=_tuple(kernel_size, nd, "kernel_size", where_, low=1),
-            stride=_tuple(stride, nd, "stride", where_, low=1),
-            padding=_tuple(padding, nd, "padding", where_, low=0),
-            output_padding=_tuple(output_padding, nd, "output_padding", where_, low=0),
-            dilation=_tuple(dilation, nd, "dilation", where_, low=1),
-            groups=_int_expr(groups, "groups", where_, low=1),
-        )
-        return self._per_value(
-            {"bias": (bias, FLAG)}, lambda bias: self.apply(op, [x], name=name, bias=bool(bias), **attrs)
-        )
+        pads = {
+            "padding": _tuple(padding, nd, "padding", where_, low=0),
+            "output_padding": _tuple(output_padding, nd, "output_padding", where_, low=0),
+        }
+        sizes = (out_channels, kernel_size, stride, dilation, groups)
+        return self._conv_like(op, nd, x, where_, sizes, pads, bias, name)
 
     def conv_transpose1d(
         self,
