@@ -117,8 +117,8 @@ def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
     exprs = cost_expressions(net, budget)
     for name, e in exprs.items():
         problem.add_cost(name, e)
-    checks = [(name, e) for name, e in net.checks(train) + _last_batch_checks(net, budget)]
-    checks = [(name, e) for name, e in checks if not (e.is_const and e.value)]
+    rules = net.checks(train) + _last_batch_checks(net, budget)  # (the latter re-reads net.checks)
+    checks = [(name, e) for name, e in rules if not (e.is_const and e.value)]
     if checks:
         from ..expr import interval
 
@@ -144,13 +144,11 @@ def _last_batch_checks(net: Network, budget: Budget) -> list[tuple[str, Expr]]:
         return []
     last = batch_values(net, lambda b: n - b * ((n - 1) // b), f"dataset_size={n}")
     always = {name for name, _ in net.checks(train=False)}
-    out = []
-    for name, e in net.checks(train=True):
-        if name not in always and e.variables() & last.keys():
-            moved = substitute(e, last)
-            if moved is not e:
-                out.append((f"{name} (last batch of the epoch)", moved))
-    return out
+    return [
+        (f"{name} (last batch of the epoch)", substitute(e, last))
+        for name, e in net.checks(train=True)  # (last: check_sources as for training)
+        if name not in always and e.variables() & last.keys()
+    ]
 
 
 def _require_reserved(problem: Any, net: Network, budget: Budget) -> None:

@@ -1337,19 +1337,30 @@ def _feed_forward(
     return ff
 
 
+def _attention_block(
+    tr: _Trace, attn: nn.Module, dropout: nn.Module, kv: Any, mask: Any, padding_mask: Any, causal: Any
+) -> Callable[[Any], Any]:
+    """A Transformer layer's attention sub-block ``dropout(attn(y, kv, kv)[0])`` (``kv=None``:
+    self-attention on ``y``), with the layer's masks."""
+
+    def block(y: Any) -> Any:
+        src = y if kv is None else kv
+        att = _call(
+            tr, attn, y, src, src, attn_mask=mask, key_padding_mask=padding_mask, need_weights=False,
+            is_causal=bool(causal),
+        )  # fmt: skip
+        return _call(tr, dropout, att[0])
+
+    return block
+
+
 def _encoder_layer_mod(
     tr: _Trace, mod: nn.TransformerEncoderLayer, src: Any, src_mask: Any = None,
     src_key_padding_mask: Any = None, is_causal: Any = False,
 ) -> STensor:  # fmt: skip
     x = _in(tr, src, mod)
     ff = _feed_forward(tr, mod, mod.dropout2)
-
-    def sa(y: Any) -> Any:
-        att = _call(
-            tr, mod.self_attn, y, y, y, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-            need_weights=False, is_causal=bool(is_causal),
-        )  # fmt: skip
-        return _call(tr, mod.dropout1, att[0])
+    sa = _attention_block(tr, mod.self_attn, mod.dropout1, None, src_mask, src_key_padding_mask, is_causal)
 
     if mod.norm_first:
         x = x + sa(_call(tr, mod.norm1, x))
@@ -1365,21 +1376,12 @@ def _decoder_layer_mod(
 ) -> STensor:  # fmt: skip
     x, m = _in(tr, tgt, mod), _in(tr, memory, mod)
     ff = _feed_forward(tr, mod, mod.dropout3)
-
-    def sa(y: Any) -> Any:
-        att = _call(
-            tr, mod.self_attn, y, y, y, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
-            need_weights=False, is_causal=bool(tgt_is_causal),
-        )  # fmt: skip
-        return _call(tr, mod.dropout1, att[0])
-
-    def ca(y: Any) -> Any:
-        att = _call(
-            tr, mod.multihead_attn, y, m, m, attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask,
-            need_weights=False, is_causal=bool(memory_is_causal),
-        )  # fmt: skip
-        return _call(tr, mod.dropout2, att[0])
-
+    sa = _attention_block(
+        tr, mod.self_attn, mod.dropout1, None, tgt_mask, tgt_key_padding_mask, tgt_is_causal
+    )
+    ca = _attention_block(
+        tr, mod.multihead_attn, mod.dropout2, m, memory_mask, memory_key_padding_mask, memory_is_causal
+    )
     if mod.norm_first:
         x = x + sa(_call(tr, mod.norm1, x))
         x = x + ca(_call(tr, mod.norm2, x))
