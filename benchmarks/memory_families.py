@@ -7,7 +7,9 @@ inference) the estimate ``memory_expressions(net, Budget(...))["memory"]`` is co
 :func:`dnnsat.torch.peak_memory` of the torch module (one intra-op thread). ``inference/twin``
 measures the DSL twin materialized by ``dnnsat.torch`` instead (the same kernels; each intermediate
 freed after its last consumer), which separates the backend rules from the Python liveness of a
-hand-written ``forward`` (block arguments and named locals live until it returns). The same configurations
+hand-written ``forward`` (block arguments and named locals live until it returns). ``.../from_torch``
+estimates the hand-written module's own network, traced by :func:`dnnsat.torch.from_torch` (which sees
+those Python lifetimes), against the same real peak. The same configurations
 are then measured in a subprocess whose PyTorch runs oneDNN's AVX2 kernels and ATen's AVX2 code
 (``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``); the model follows through
 :func:`dnnsat.cost.detect_cpu_backend`. Nothing is fitted.
@@ -32,13 +34,16 @@ from benchmarks._families import FAMILIES, build, example_inputs
 from benchmarks._report import machine, markdown_table, sampling_parser, update_readme, writes_readme
 from dnnsat.cost import Budget, detect_cpu_backend, memory_expressions
 from dnnsat.expr import compile_scalar
-from dnnsat.torch import GraphModule, concretize, peak_memory
+from dnnsat.space import Int, Space
+from dnnsat.torch import GraphModule, concretize, from_torch, peak_memory
 
 MODES = {
     "train/adam": ("train", "adam"),
     "train/sgd": ("train", "sgd"),
     "inference": ("inference", None),
     "inference/twin": ("inference", None),
+    "train/adam/from_torch": ("train", "adam"),
+    "inference/from_torch": ("inference", None),
 }
 AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 GOAL = (0.02, 0.08, 0.03)  # median |error|, max |error|, worst underestimate
@@ -54,17 +59,26 @@ def estimate(net: Any, mode: str) -> int:
 def measure(family: str, cfg: dict[str, Any], modes: tuple[str, ...] = tuple(MODES)) -> list[dict[str, Any]]:
     """``[{family, cfg, mode, estimate, real}]`` for one configuration (bytes)."""
     out = []
+    reals: dict[tuple[str, str | None], int] = {}  # the hand-written module's peaks, by (kind, optimizer)
     for mode in modes:
         kind, opt = MODES[mode]
         module, net = build(FAMILIES[family], cfg)
+        xs = example_inputs(net, cfg)
         if mode == "inference/twin":
             torch.manual_seed(0)
             module = GraphModule(concretize(net, {}))
-        real = peak_memory(module, example_inputs(net, cfg), train=kind == "train", optimizer=opt or "sgd")
+        if mode.endswith("/from_torch"):
+            net = from_torch(lambda _: build(FAMILIES[family], cfg)[0], lambda _, xs=xs: xs).network(_ONE)
+        key = (kind, opt) if mode != "inference/twin" else ("twin", None)
+        if key not in reals:
+            reals[key] = peak_memory(module, xs, train=kind == "train", optimizer=opt or "sgd").peak
         out.append(
-            {"family": family, "cfg": cfg, "mode": mode, "estimate": estimate(net, mode), "real": real.peak}
+            {"family": family, "cfg": cfg, "mode": mode, "estimate": estimate(net, mode), "real": reals[key]}
         )
     return out
+
+
+_ONE = Space({"_": Int(1, 1)})  # from_torch traces one configuration (cfg is fixed in the builder)
 
 
 def configs(per_family: int, seed: int, families: list[str]) -> list[tuple[str, dict[str, Any]]]:

@@ -90,3 +90,30 @@ def test_skipped_init_touches_meta_tensors_only_and_restores() -> None:
                 nn.init.kaiming_uniform_(torch.empty(3, device="meta"))
         assert nn.init.kaiming_uniform_ is not real
     assert nn.init.kaiming_uniform_ is real
+
+
+class Up(nn.Module):
+    def __init__(self, stride: int, pad: int) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(3, 4, 3, stride=stride, output_padding=pad)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up(x)
+
+
+def test_output_padding_as_real_devices_decide() -> None:
+    """The meta kernel accepts an output padding >= stride and dilation; the CPU (and CUDA) reject it:
+    measure follows the real devices, so the check agrees with dnnsat there."""
+    space = ds.Space({"stride": ds.Categorical([1, 2]), "pad": ds.Categorical([0, 1, 2])})
+    model = from_torch(lambda c: Up(c["stride"], c["pad"]), lambda c: (torch.empty(1, 3, 5, 5),))
+    problem = ds.Problem(space, model=model)
+    for stride in (1, 2):
+        for pad in (0, 1, 2):
+            cfg = {"stride": stride, "pad": pad}
+            try:
+                Up(stride, pad)(torch.randn(1, 3, 5, 5))
+                cpu_ok = True
+            except RuntimeError:
+                cpu_ok = False
+            assert (model.measure(cfg) is not None) == cpu_ok == (pad < stride), cfg
+            assert model.disagreements(problem, cfg) == [], cfg

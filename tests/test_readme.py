@@ -35,9 +35,16 @@ def section(title: str) -> str:
 
 
 def signature(fn: object) -> str:
-    """``(a, b=1, *args)`` as a user writes it: no ``self``, no annotations."""
+    """``(a, b=1, *args)`` or ``(a, *, c=2)`` as a user writes it: no ``self``, no annotations."""
     parts = []
-    for p in list(inspect.signature(fn).parameters.values())[1:]:  # type: ignore[arg-type]
+    params = list(inspect.signature(fn).parameters.values())[1:]  # type: ignore[arg-type]
+    for p in params:
+        if (
+            p.kind is p.KEYWORD_ONLY
+            and not any(q.kind is q.VAR_POSITIONAL for q in params)
+            and "*" not in parts
+        ):
+            parts.append("*")
         prefix = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
         parts.append(prefix + p.name + ("" if p.default is p.empty else f"={p.default!r}"))
     return f"({', '.join(parts)})"

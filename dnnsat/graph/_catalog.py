@@ -39,7 +39,7 @@ module built on ``meta`` fails where it would fail on a real device.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..expr import (
@@ -114,6 +114,10 @@ class Mem:
     training / eval forward, alive with the output; ``backward``: transient tensors of the backward
     besides the input gradients (``backward_frozen``: when no input needs a gradient; default:
     ``backward``); ``largest_param``: elements of the largest parameter tensor (default: all params);
+    ``param_tensors``: elements of every parameter tensor in the order the module registers them
+    (default: the largest, then the rest as one tensor); ``releases_grad``: the backward is done with
+    the output gradient before its peak, so ``backward`` is net of it where the op holds that gradient
+    alone (not where a residual ``add``'s other input keeps the same storage);
     ``buffers``: non-trainable state (running statistics); ``grad_alias``: the backward hands the
     output gradient itself to the inputs (``add``); ``cpu_kernels``: the working sets describe CPU
     kernels only (a GPU model estimates its own).
@@ -128,6 +132,8 @@ class Mem:
     backward: Sizes = ()
     backward_frozen: Sizes | None = None
     largest_param: Expr | None = None
+    param_tensors: tuple[Expr, ...] | None = None
+    releases_grad: bool = False
     buffers: Sizes = ()
     grad_alias: bool = False
     cpu_kernels: bool = False
@@ -763,14 +769,22 @@ def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
     # (allocator traces, torch 2.13, 16 shapes: within -0.2 %/+10.4 %, tests/test_attention_breadth.py)
     narrow_self = where(inner < d, 2, 1) if len(ins) == 1 else Const(1)
     own_extra = where(eq(inner, d), 0, narrow_self * b * s * inner) if own else Const(0)
-    mem = Mem(
-        saves=("in0", "in1") if len(ins) == 2 else ("in0",),
-        extra=(*qkvy, (b * h * s, "f32")),
-        workspace=buf,
-        eval_workspace=(*qkvy, (eval_extra, "f32")),
-        backward=((maximum(flash, -b * s * d) + own_extra, "act"),),
-        largest_param=maximum(d * inner, e * kvd) if own or len(ins) == 2 else d * d,
-    )
+    if a.get("layout") == "mha":
+        mem = _mha_mem(x, kv, h, len(ins) == 2, a)
+    else:
+        # the materializer's q, k, v and out Linears, each weight then bias
+        shapes = ((d * inner, inner), (e * kvd, kvd), (e * kvd, kvd), (inner * d, d))
+        linears = tuple(t for w, o in shapes for t in ((w, o) if a.bias else (w,)))
+        mem = Mem(
+            saves=("in0", "in1") if len(ins) == 2 else ("in0",),
+            extra=(*qkvy, (b * h * s, "f32")),
+            workspace=buf,
+            eval_workspace=(*qkvy, (eval_extra, "f32")),
+            backward=((maximum(flash, -b * s * d) + own_extra, "act"),),
+            releases_grad=True,
+            largest_param=maximum(d * inner, e * kvd) if own or len(ins) == 2 else d * d,
+            param_tensors=linears,
+        )
     ops = 3 * b * h * s * n
     return OpInfo([x], checks, params=params, macs=proj + scores, ops=ops, saved=saved, mem=mem)
 
@@ -783,6 +797,8 @@ def _attention_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 
     d, e = shapes[0][-1], shapes[-1][-1]
     h, kvh = a.heads, a.kv_heads
+    if a.get("layout") == "mha":
+        return _mha_torch(a, d, e)
     hd = (d // h if h > 0 else 0) if a.get("head_dim") is None else a.head_dim
     inner = d if a.get("head_dim") is None else h * hd
 
@@ -808,6 +824,163 @@ def _attention_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
             return self.out(y.transpose(1, 2).reshape(bsz, seq, inner))
 
     return Attention()
+
+
+@op("attention_weights", arity=None)
+def _attention_weights(ins: list[Shape], a: Attrs) -> OpInfo:
+    """The attention weights ``nn.MultiheadAttention(need_weights=True)`` returns, from its output
+    ``(B, S, D)`` and key/value source ``(B, L, E)`` (self-attention: the output only): ``(B, S, L)``
+    (``average``) or ``(B, heads, S, L)``. Computed and counted (FLOPs, memory) by the ``attention`` op
+    before it: this node only lets the memory model keep the tensor while the model's code holds it (the
+    ``_`` of ``y, _ = mha(...)`` lives until ``forward`` returns)."""
+    y, kv = ins[0], ins[-1]
+    shape = (y[0], y[1], kv[1]) if a.average else (y[0], a.heads, y[1], kv[1])
+    return OpInfo([shape], io=_numel(shape))
+
+
+@_attention_weights.torch
+def _attention_weights_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    y, kv = shapes[0], shapes[-1]
+    shape = (y[0], y[1], kv[1]) if a.average else (y[0], a.heads, y[1], kv[1])
+    return _fn_module(lambda *xs: xs[0].new_zeros(shape))
+
+
+@op("attention_output")
+def _attention_output(ins: list[Shape], a: Attrs) -> OpInfo:
+    """The copy a consumer makes of a ``batch_first`` ``nn.MultiheadAttention``'s output: PyTorch returns a
+    transposed view, which a Linear or LayerNorm copies (its matmul or kernel needs it contiguous; the Linear
+    keeps the copy for its weight gradient instead of the output). Same shape, no parameters or FLOPs, no
+    consumer: ``from_torch`` keeps it while the output's value lives. A consumer that needs no copy
+    (``x + y``) costs one activation more (an upper bound; no copy for a batch of 1 or in the eval fast
+    path, whose output is batch-first)."""
+    (x,) = ins
+    return OpInfo([x])
+
+
+@_attention_output.torch
+def _attention_output_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda y: y.new_empty(0))  # the real copy is the consumer's
+
+
+def _mha_torch(a: Attrs, d: int, e: int) -> Any:
+    """``layout="mha"``: the ``nn.MultiheadAttention(batch_first=True)`` the op was traced from (boolean
+    masks of ``mask_shape``, all positions attended: (L, S) or (B*H, L, S) ``attn_mask``, a key padding
+    mask; causal: the (L, S) mask with ``is_causal``)."""
+    import torch
+    import torch.nn as nn
+
+    class MHA(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(d, a.heads, bias=a.bias, kdim=e, vdim=e, batch_first=True)
+
+        def forward(self, x: Any, kv: Any = None) -> Any:
+            kv = x if kv is None else kv
+            s, n = x.shape[1], kv.shape[1]
+            kw: dict[str, Any] = {}
+            shape = a.get("mask_shape")
+            if a.causal:
+                causal = torch.ones(s, n, dtype=torch.bool, device=x.device).triu(1)
+                kw = {"attn_mask": causal, "is_causal": True}
+            elif shape is not None and len(shape) == 4 and shape[1] == 1:
+                kw = {"key_padding_mask": torch.zeros(shape[0], n, dtype=torch.bool, device=x.device)}
+            elif shape is not None:
+                dims = (s, n) if len(shape) == 2 else (x.shape[0] * a.heads, s, n)
+                kw = {"attn_mask": torch.zeros(dims, dtype=torch.bool, device=x.device)}
+            return self.attn(x, kv, kv, need_weights=a.need_weights, **kw)[0]
+
+    return MHA()
+
+
+def _mha_mem(x: Shape, kv: Shape, h: Expr, cross: bool, a: Attrs) -> Mem:
+    """Memory of ``nn.MultiheadAttention(batch_first=True)`` as torch 2.13 runs it on the CPU
+    (``layout="mha"``, set by ``from_torch``): ``F.multi_head_attention_forward`` (``torch/nn/functional.py``)
+    in training and where the fast path does not apply, ``torch._native_multi_head_attention``
+    (``MultiheadAttention.forward`` in ``torch/nn/modules/activation.py``; the same kernel inside
+    ``torch._transformer_encoder_layer_fwd``) under ``no_grad`` in eval. Element counts from allocator
+    traces (one intra-op thread); where the traces differ between cases the larger term is taken: an upper
+    bound (tests/test_mha_memory.py)."""
+    b, s, d = x
+    _, n, e = kv
+    big = where(b >= 2, 1, 0)  # a batch-first input's transpose is a copy for the projections (not for B=1)
+    q_, k_ = b * s * d, b * n * d  # one projected query / key (or value) tensor
+    scores, lse = b * h * s * n, b * h * s
+    q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
+    buf = q_split * kv_split + 2 * q_split + q_split * (d // h)  # the CPU flash kernel's fp32 buffer
+    # the projections: the transposed inputs' contiguous copies (kept for the weight gradients; a cross
+    # key/value source once for the packed weights, once per projection for the separate q/k/v weights that
+    # kdim != embed_dim makes), q, k, v (``.contiguous()`` of the packed projection, whose output is
+    # transient; the separate projections' outputs are q, k, v)
+    packed = eq(e, d)
+    copies = big * (q_ + (where(packed, 1, 2) * b * n * e if cross else 0))
+    qkv = q_ + 2 * k_
+    proj = where(packed, 2 * k_, 0) if cross else 3 * q_
+    # masks: the float mask the kernel gets, plus ``_canonical_mask``'s float copies of boolean masks and the
+    # key padding mask expanded to (B*H, 1, L): an upper bound
+    shape = a.get("mask_shape")
+    mask = _numel(shape) + b * h * n + b * n + s * n if shape is not None else Const(0)
+    # causal: PyTorch takes is_causal only with a mask, whose float copy (``_canonical_mask``, (L, S) masks
+    # measured) lives through the call even when the kernel runs causal without it
+    canon = s * n if a.causal else Const(0)
+    nw = bool(a.get("need_weights"))
+    # training with the module's dropout > 0: the explicit path drops the weights, SDPA runs its math path
+    # (``_scaled_dot_product_attention_math``: scaled q and k, scores, ``_safe_softmax``, dropout, ``bmm``);
+    # the dropout's mask (the activation dtype on the CPU) and output are kept for backward
+    drop = bool(a.get("dropout"))
+    math = drop and not nw
+    # kept for backward (training): the copies, q/k/v, the kernel's output and log-sum-exp (flash SDPA), or
+    # the scaled q (and k: math SDPA), the softmax and the out projection's reshaped input (``bmm`` and
+    # ``softmax``: need_weights or math SDPA), the dropout's mask and output, and the masks
+    kept = copies + qkv + mask + (2 * q_ + scores if nw else 3 * q_ + scores if math else q_)
+    kept = kept + (2 * scores if drop else 0)
+    extra: Sizes = ((kept, "act"), (Const(0) if nw or math else lse, "f32"))
+    # forward transients: the packed projection's output, then the raw scores and the head-averaged weights
+    # the caller holds (need_weights), the raw scores (math SDPA) or the flash buffer
+    fwd: Sizes = ((maximum(proj, scores) + b * s * n + canon, "act"),)
+    if math:  # the raw scores and ``_safe_softmax``'s boolean ``isneginf`` of them
+        fwd = ((maximum(proj, scores) + canon, "act"), (scores, "bool"))
+    elif not nw:
+        fwd = ((proj + canon, "act"), (buf, "f32"))
+    # backward, net of the output and input gradients and the op's weight gradients (which the memory model
+    # holds through it): the attention's step is the largest (need_weights: the weights' gradient and
+    # softmax's, the value gradient; flash SDPA: dq, dk, dv, the output gradient's copy and two
+    # qSplit x kvSplit buffers; dropout: one score matrix over the kept ones, which its backward frees as it
+    # goes); the packed projection's ``select_backward`` zeros come after q, k, v are freed
+    core = scores + q_ + k_ if drop else 2 * scores + k_ if nw else 2 * q_ + 2 * k_
+    bwd: Sizes = ((core, "act"), (Const(0) if nw or math else 2 * q_split * kv_split, "f32"))
+    # eval, slow path, net of the op's output (not yet allocated or standing in for q or the kernel's output):
+    # the projections (the input copy is freed after its matmul), then the attention (need_weights: raw
+    # scores and softmax, then the context's copy and the averaged weights; SDPA: log-sum-exp and buffer)
+    slow = maximum(maximum(big * b * n * e + 2 * k_, 4 * k_) if cross else 5 * q_, qkv + lse + buf + mask)
+    if nw:
+        slow = maximum(slow, qkv - q_ + 2 * scores + mask, scores + q_ + b * s * n)
+    ev = slow = slow + canon
+    if a.get("fast_path"):
+        # ``_native_multi_head_attention`` (self-attention, bias, no float mask, even heads, no autocast):
+        # the packed projection and its rescaled copy, then q/k/v and the full score matrix (the CPU kernel
+        # materializes it), the context and the out projection (need_weights: the averaged weights); with a
+        # mask (causal: the (S, L) mask it was given) ``_masked_softmax`` writes a second score matrix and
+        # the mask is converted (int64 (S, L) copies: twice the mask's elements, counted twice)
+        masked = shape is not None or a.causal
+        mask2 = 2 * (mask if shape is not None else 2 * s * n + b * h * n) if masked else Const(0)
+        attend = scores + (scores + mask2 if masked else 0)
+        fast = maximum(5 * q_, 2 * q_ + attend)
+        if nw:
+            fast = maximum(fast, 3 * q_ + attend + maximum(q_, b * s * n))
+        ev = where(divides(Const(2), h), maximum(slow, fast), slow)  # autocast runs the slow one: the larger
+    # parameters as registered: in_proj_weight (3d x d; with kdim != d, q/k/v_proj_weight, whose Adam peaks
+    # the packed size bounds), in_proj_bias, out_proj.weight, out_proj.bias
+    in_proj = d * d + 2 * d * e
+    tensors = (in_proj, 3 * d, d * d, d) if a.bias else (in_proj, d * d)
+    return Mem(
+        saves=("in0", "in1") if cross else ("in0",),
+        extra=extra,
+        workspace=fwd,
+        eval_workspace=((ev, "act"),),
+        backward=bwd,
+        largest_param=in_proj,
+        param_tensors=tensors,
+    )
 
 
 def _mask_check(mask: Sequence[Expr], target: Shape) -> Check:
@@ -851,9 +1024,12 @@ def _sdpa(ins: list[Shape], a: Attrs) -> OpInfo:
     q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
     buf_n = q_split * kv_split + 2 * q_split + q_split * e
     extra: Sizes = ((b * h * s + converted, "f32"),)
+    # the backward's per-thread fp32 buffers: the scores and their gradient of one qSplit x kvSplit
+    # block and a row sum of qSplit (allocator traces, torch 2.13; tests/test_memory_gradients.py)
     mem = Mem(
         saves=("in0", "in1", "in2", "out"), extra=extra, workspace=((buf_n, "f32"),),
-        eval_workspace=((buf_n + converted, "f32"),),
+        eval_workspace=((buf_n + converted + b * h * s, "f32"),),  # the log-sum-exp is made in eval too
+        backward=((2 * q_split * kv_split + q_split, "f32"),),
     )  # fmt: skip
     saved = _numel(q) + _numel(k) + _numel(v) + _numel(y) + b * h * s
     return OpInfo([y], checks, macs=b * h * s * n * (e + ev), ops=3 * b * h * s * n, saved=saved, mem=mem)
@@ -888,7 +1064,9 @@ def _pages(n: Expr) -> Expr:
 
 # Both RNN ops return ``batch_first`` outputs as a transposed view: the next op copies it to a
 # contiguous tensor if it needs one (``nn.Linear`` does, and saves the copy for backward); training
-# counts that copy with what the RNN keeps (an upper bound: kept from the RNN's forward on).
+# counts that copy with what the RNN keeps (an upper bound from the RNN's forward on; the consumer's
+# backward frees it before the RNN's: the GRU's backward working set subtracts it again, the LSTM's
+# was fitted with it).
 
 
 def _rnn_backward(parts: list[tuple[Expr, Expr, Expr]]) -> Expr:
@@ -968,31 +1146,46 @@ def _gru_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Me
     outputs until the stack (the ``batch_first`` copy of the input lives until the projection is
     computed); the backward (one autograd node per step, releasing that step's tensors) holds a
     step's ``3H x H`` weight-gradient chunk and the new out-of-place sum besides the accumulated
-    parameter gradients, and the step's gate gradients. Upper bounds where a trace left a choice.
+    parameter gradients, and the step's gate gradients. Checked against allocator traces at the sizes
+    users train (``tests/test_memory_rnn.py``: within 1 %); upper bounds where a trace left a choice.
     """
     g3, kept, eval_ws = 3 * h, Const(0), Const(0)
     parts: list[tuple[Expr, Expr, Expr]] = []
     for layer in range(layers):
         f = fin if layer == 0 else dirs * h
-        last_out = 0 if (layer == layers - 1 and dirs == 1) else s * b * h
-        cat = s * b * dirs * h if dirs == 2 and layer < layers - 1 else 0
-        kept = kept + dirs * s * (b * g3 + 4 * b * h) + (dirs - 1) * s * b * h + last_out + cat
+        # a layer's output (bidirectional: the directions' outputs concatenated, then freed) is the
+        # next layer's input; the last one's is the op's output
+        out = s * b * dirs * h if layer < layers - 1 else 0
+        kept = kept + dirs * s * (b * g3 + 4 * b * h) + out
         prev = s * b * dirs * h if layer > 0 else 0
-        stack = dirs * s * b * (g3 + h) + (dirs - 1) * s * b * h
-        project = b * s * f + dirs * s * b * g3 - s * b * dirs * h  # the op's output is not there yet
+        # at the stack: the last direction's projection, every step's output, the directions' stacked
+        # outputs (bidirectional: beside their concatenation, the op's output)
+        stack = s * b * (g3 + dirs * h + (dirs - 1) * dirs * h)
+        # at the last direction's projection: its copy of a batch_first input (the first layer's;
+        # later layers read the previous output), every direction's projection and the earlier
+        # direction's step outputs and stack (the op's output is not there yet)
+        copy = b * s * f if layer == 0 else 0
+        project = copy + dirs * s * b * g3 + (dirs - 1) * 2 * s * b * h - s * b * dirs * h
         eval_ws = maximum(eval_ws, maximum(stack, project) + prev)
         # a layer's first steps: the hidden-weight gradient, a step's chunk and their out-of-place
         # sum; its end: all its weight gradients, the projection's gradient and the input's (the
-        # input-weight gradient is computed last, once the steps' tensors are released)
-        own = g3 * (f + h)
-        peak = maximum(3 * g3 * h + b * g3 + 4 * b * h, own + s * b * g3 + b * s * f)
-        parts[:0] = [(peak, own, s * (b * g3 + 4 * b * h))] * dirs
+        # input-weight gradient is computed last, once the steps have released what they kept); the
+        # two directions of a layer are differentiated interleaved: one's end meets the other's step
+        # gradients
+        own, steps = g3 * (f + h), s * (b * g3 + 4 * b * h)
+        peak = maximum(3 * g3 * h + b * g3 + 4 * b * h, own + s * b * g3 + b * s * f - steps)
+        peak = peak + (dirs - 1) * (b * g3 + 4 * b * h)
+        parts[:0] = [(peak, own, steps)] * dirs
     states = layers * dirs * b * h
     return Mem(
-        extra=((kept + b * s * fin + 2 * states + s * b * dirs * h, "act"),),  # + the consumer's copy
-        workspace=((dirs * s * b * g3, "act"),),
+        # each direction projects its own contiguous copy of a batch_first input; + the consumer's copy
+        extra=((kept + dirs * b * s * fin + 2 * states + s * b * dirs * h, "act"),),
+        # the last layer ends with its (last direction's) input projection and, bidirectional, both
+        # directions' outputs beside their concatenation; the consumer's copy counted in ``extra`` is
+        # made after they are freed
+        workspace=((s * b * (g3 + (dirs - 1) * 2 * h - dirs * h), "act"),),
         eval_workspace=((eval_ws + states, "act"),),
-        backward=((_rnn_backward(parts), "act"),),
+        backward=((_rnn_backward(parts) - s * b * dirs * h, "act"),),  # the copy: freed by now
         largest_param=g3 * maximum(maximum(fin, dirs * h) if layers > 1 else fin, h),
         cpu_kernels=True,
     )
@@ -1015,6 +1208,13 @@ def _rnn_infer(gates: int) -> InferFn:
         saved = layers * dirs * b * s * (fin + (gates + 2) * hdim)
         checks = [_ge1("hidden size is positive", hdim)]
         mem = (_lstm_mem if gates == 4 else _gru_mem)(b, s, fin, hdim, layers, dirs)
+        # as nn.LSTM / nn.GRU register them: per layer and direction w_ih, w_hh (then b_ih, b_hh)
+        tensors: list[Expr] = []
+        for layer in range(layers):
+            lin = fin if layer == 0 else dirs * hdim
+            one = [gates * hdim * lin, gates * hdim * hdim] + ([gates * hdim] * 2 if a.bias else [])
+            tensors += one * dirs
+        mem = replace(mem, param_tensors=tuple(tensors))
         return OpInfo(
             [y], checks, params=params, macs=macs, ops=layers * dirs * b * s * hdim * 4 * gates, saved=saved,
             mem=mem,
@@ -1205,7 +1405,10 @@ def _dropout(ins: list[Shape], a: Attrs) -> OpInfo:
     # training keeps a mask for backward; eval is the identity. The CPU runs ``aten::dropout``'s
     # unfused path (``empty_like(input).bernoulli_(1 - p).div_(1 - p)``, then ``input * noise``): a mask
     # of the input's dtype (allocator traces: 4 bytes per element in fp32); CUDA's fused
-    # ``native_dropout`` keeps a bool mask (``aten/src/ATen/native/Dropout.cpp``)
+    # ``native_dropout`` keeps a bool mask (``aten/src/ATen/native/Dropout.cpp``); with ``p == 0`` both
+    # return the input itself
+    if isinstance(a.p, float) and a.p == 0:
+        return OpInfo([x], mem=Mem(view=True))
     mem = Mem(extra=((_numel(x), "mask"),), eval_view=True)
     return OpInfo([x], ops=_numel(x), saved=_numel(x), mem=mem)
 

@@ -173,6 +173,10 @@ class Network:
         self.outputs: list[Tensor] = []
         self.extra_checks: list[tuple[str, Check]] = []  # (label, check) not tied to a catalog op
         self.repeat_blocks: list[_RepeatBlock] = []  # shape rules of repeat bodies, in build order
+        # (tensor index, node index, condition): the model's Python code holds the tensor (a local
+        # variable of a traced ``forward``) until that node has run, where the condition holds; the
+        # memory model counts it as a use there (``dnnsat.torch.from_torch`` fills it, DSL networks not)
+        self.held: list[tuple[int, int, Expr]] = []
         self._gate: Expr = Const(True)
         self._counts: dict[str, int] = {}
         self._built: _Built | None = None
@@ -580,6 +584,11 @@ class Network:
         kv: Tensor | None = None,
         mask: Sequence[ExprLike] | None = None,
         name: str | None = None,
+        *,
+        layout: str = "dsl",
+        need_weights: bool = False,
+        fast_path: bool = False,
+        dropout: bool = False,
     ) -> Tensor:
         """Multi-head attention on ``(B, S, D)`` (q/k/v/out projections; GQA with ``kv_heads``).
 
@@ -587,7 +596,14 @@ class Network:
         ``heads * head_dim`` and the out projection back). ``kv``: a ``(B, L, E)`` tensor the keys and
         values are projected from (cross-attention; default ``x``: self-attention). ``mask``: the shape
         of the float attention mask the scaled dot-product gets (1 to 4 dimensions broadcastable to
-        ``(B, heads, S, L)``; not with ``causal``); its memory is not validated (a warning is logged)."""
+        ``(B, heads, S, L)``; not with ``causal``); its memory is not validated (a warning is logged).
+
+        Set by :func:`dnnsat.torch.from_torch` for a traced ``nn.MultiheadAttention`` (same params and
+        FLOPs, its own memory rules): ``layout="mha"`` (default ``"dsl"``: this method's own q/k/v/out
+        ``nn.Linear`` around ``F.scaled_dot_product_attention``), ``need_weights`` (the explicit path that
+        materializes the attention weights), ``fast_path`` (in eval under ``no_grad`` PyTorch may run
+        ``torch._native_multi_head_attention``) and ``dropout`` (the module's attention dropout is > 0: in
+        training the scaled dot-product runs PyTorch's math path)."""
         where_ = self._label("attention", name)
         if self._check_tensor(x, where_).ndim != 3:
             raise GraphError(f"{where_}: expects a (batch, sequence, width) input, got {x.ndim}-D")
@@ -597,7 +613,14 @@ class Network:
         kvh = h if kv_heads is None else _int_expr(kv_heads, "kv_heads", where_, low=1)
         hd = None if head_dim is None else _int_expr(head_dim, "head_dim", where_, low=1)
         ins = [x] if kv is None or kv is x else [x, kv]
-        flags = {} if mask is None else {"mask_shape": self._mask_shape(mask, causal, where_)}
+        flags: dict[str, Any] = {} if mask is None else {"mask_shape": self._mask_shape(mask, causal, where_)}
+        if layout == "mha":
+            if kv_heads is not None or head_dim is not None:
+                raise GraphError(f"{where_}: layout='mha' takes neither kv_heads nor head_dim")
+            mha = {"need_weights": need_weights, "fast_path": fast_path, "dropout": dropout}
+            flags.update(layout="mha", **{k: bool(v) for k, v in mha.items()})
+        elif layout != "dsl":
+            raise GraphError(f"{where_}: layout must be 'dsl' or 'mha', got {layout!r}")
         return self._per_value(
             {"causal": (causal, FLAG), "bias": (bias, FLAG)},
             lambda causal, bias: self.apply(

@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,6 +137,7 @@ class STensor:
         self._trace = trace
         self._t = t
         self.is_bool = False  # a boolean model input (an attention mask)
+        self.watched = False  # reached the model's own code: notes when Python frees it (_Trace.held)
 
     # shape queries -------------------------------------------------------------------------------
     @property
@@ -239,6 +241,7 @@ class _Region:
     net: Network | None = None
     outputs: tuple[int, ...] = ()
     binds: dict[int, list[Check]] = field(default_factory=dict)  # node index -> input rules
+    held: dict[int, int] = field(default_factory=dict)  # tensor -> last node Python holds it (past its uses)
     error: str = ""
     slots: dict[str, str] = field(default_factory=dict)  # module path -> its slot (see _slots)
 
@@ -269,6 +272,8 @@ class _Trace(Recorder):
         self.binds: dict[int, list[Check]] = {}
         self.forward = False
         self.stack: list[str] = []
+        self.depth = 0  # handlers running: their own tensors are not the model's
+        self.held: dict[int, int] = {}  # tensor index -> last node emitted while Python held it
 
     # guards --------------------------------------------------------------------------------------
     def guard(self, cond: Expr, outcome: bool) -> None:
@@ -367,7 +372,32 @@ class _Trace(Recorder):
         handler = _FUNCTIONS.get(name)
         if handler is None:
             raise TraceError(f"tensor function or method {name!r} is not supported: {user_line()}")
-        return handler(self, *args, **kwargs)
+        return self.handle(handler, *args, **kwargs)
+
+    def handle(self, handler: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``handler(self, *args, **kwargs)``; a result reaching the model's code is watched (see
+        :meth:`watch`)."""
+        self.depth += 1
+        try:
+            out = handler(self, *args, **kwargs)
+        finally:
+            self.depth -= 1
+        if not self.depth:
+            for x in out if isinstance(out, tuple | list) else (out,):
+                if isinstance(x, STensor) and not x.watched:
+                    self.watch(x)
+        return out
+
+    def watch(self, x: STensor) -> None:
+        """When CPython frees ``x`` (the model's code drops its last reference: a local reassigned or
+        gone at ``return``), note the last node emitted so far in :attr:`held`: the real tensor lives
+        until that op has run. The trace keeps no reference to ``x`` (a finalizer is a weak one)."""
+        x.watched = True
+        weakref.finalize(x, self._freed, x._t.index)
+
+    def _freed(self, index: int) -> None:
+        if self.forward:
+            self.held[index] = max(self.held.get(index, -1), len(self.net.nodes) - 1)
 
     def apply(self, op: str, method: Callable[..., Tensor], *args: Any, **kwargs: Any) -> STensor:
         """Add one op through the Network method ``method`` (named after the current module)."""
@@ -600,7 +630,12 @@ def _softmax(tr: _Trace, x: Any, dim: Any = None, *args: Any, **kwargs: Any) -> 
 
 def _dropout(tr: _Trace, x: Any, p: Any = 0.5, training: bool = True, inplace: bool = False) -> STensor:
     x = tr.tensor(x, "dropout")
-    return tr.apply("dropout", tr.net.dropout, _t(x), float(plain(p))) if training else x
+    if not training:
+        return x
+    rate = float(plain(p))
+    if isinstance(p, SymFloat) and rate == 0:  # a rate of 0 is no dropout at all: not for every trial here
+        rate = 0.5
+    return tr.apply("dropout", tr.net.dropout, _t(x), rate)
 
 
 def _cat(tr: _Trace, tensors: Sequence[Any], dim: Any = 0, **kwargs: Any) -> STensor:
@@ -1239,7 +1274,15 @@ def _mha_mod(
     attn_mask: Any = None,
     average_attn_weights: Any = True,
     is_causal: Any = False,
+    _in_layer: bool = False,
+    _fused_layer: bool = False,
 ) -> Any:
+    """``nn.MultiheadAttention`` as the catalog's ``attention`` with its own memory rules (``layout="mha"``),
+    with the copy its consumer makes of the transposed output (``attention_output``) and the attention
+    weights (``attention_weights``), each alive while the model's code holds the value it belongs to.
+    ``_in_layer``: called by a Transformer layer, whose dropout and residual add need no copy;
+    ``_fused_layer``: by a ``TransformerEncoderLayer`` that may run ``_transformer_encoder_layer_fwd``,
+    whose fast path takes float masks too."""
     if key is not value:
         raise TraceError(
             f"module {tr.where()}: MultiheadAttention is supported as self- or cross-attention (key is "
@@ -1260,16 +1303,35 @@ def _mha_mod(
     causal, mask, rules = _mha_masks(
         tr, mod, xs, xs if kv is None else kv, attn_mask, key_padding_mask, need_weights, is_causal
     )
+    # ``MultiheadAttention.forward``'s fast path in eval under no_grad (torch 2.13): self-attention, packed
+    # weights with a bias, boolean masks only (a fused encoder layer merges float ones too); odd heads and
+    # autocast rule it out, which the catalog's rule covers by taking the larger of both paths
+    float_mask = any(m is not None and not _mask(tr, m, "mask")[1] for m in (attn_mask, key_padding_mask))
+    fast = kv is None and mod.in_proj_bias is not None and (_fused_layer or not float_mask)
     y = tr.apply(
         "attention", tr.net.attention, _t(xs), as_expr_like(mod.num_heads), bias=mod.in_proj_bias is not None,
-        kv=None if kv is None else _t(kv), causal=causal, mask=mask,
+        kv=None if kv is None else _t(kv), causal=causal, mask=mask, layout="mha",
+        need_weights=bool(need_weights), fast_path=fast, dropout=bool(mod.dropout > 0),
     )  # fmt: skip
     for rule, cond in rules:
         tr.bind(y, rule, cond)
     tr.bind(y, "embed_dim matches the input", eq(_t(xs).shape[-1], expr_of(mod.embed_dim)))
     if kv is not None:
         tr.bind(y, "kdim matches the key/value input", eq(_t(kv).shape[-1], expr_of(mod.kdim)))
-    return y, _Opaque(f"the attention weights of {tr.where()}")
+    if not _in_layer:  # the copy lives as long as the output's value does (its consumer runs within that)
+        copy = tr.apply("attention_output", tr.net.apply, "attention_output", [_t(y)])
+        y.copy = copy  # type: ignore[attr-defined]
+        tr.watch(copy)
+    weights = _Opaque(f"the attention weights of {tr.where()}")
+    if need_weights:  # the weights live while the model's code holds them (``y, _ = ...``: to ``return``)
+        src = [_t(y)] if kv is None else [_t(y), _t(kv)]
+        w = tr.apply(
+            "attention_weights", tr.net.apply, "attention_weights", src, heads=expr_of(mod.num_heads),
+            average=bool(average_attn_weights),
+        )  # fmt: skip
+        weights.tensor = w  # type: ignore[attr-defined]  # freed with the opaque value: see _Trace.watch
+        tr.watch(w)
+    return y, weights
 
 
 def _mha_masks(
@@ -1338,16 +1400,18 @@ def _feed_forward(
 
 
 def _attention_block(
-    tr: _Trace, attn: nn.Module, dropout: nn.Module, kv: Any, mask: Any, padding_mask: Any, causal: Any
-) -> Callable[[Any], Any]:
+    tr: _Trace, attn: nn.Module, dropout: nn.Module, kv: Any, mask: Any, padding_mask: Any, causal: Any,
+    fused: bool = False,
+) -> Callable[[Any], Any]:  # fmt: skip
     """A Transformer layer's attention sub-block ``dropout(attn(y, kv, kv)[0])`` (``kv=None``:
-    self-attention on ``y``), with the layer's masks."""
+    self-attention on ``y``), with the layer's masks (``fused``: the layer may run the fused encoder path)."""
 
     def block(y: Any) -> Any:
         src = y if kv is None else kv
+        more = {"_in_layer": True, "_fused_layer": fused} if isinstance(attn, nn.MultiheadAttention) else {}
         att = _call(
             tr, attn, y, src, src, attn_mask=mask, key_padding_mask=padding_mask, need_weights=False,
-            is_causal=bool(causal),
+            is_causal=bool(causal), **more,
         )  # fmt: skip
         return _call(tr, dropout, att[0])
 
@@ -1360,7 +1424,11 @@ def _encoder_layer_mod(
 ) -> STensor:  # fmt: skip
     x = _in(tr, src, mod)
     ff = _feed_forward(tr, mod, mod.dropout2)
-    sa = _attention_block(tr, mod.self_attn, mod.dropout1, None, src_mask, src_key_padding_mask, is_causal)
+    # ``torch._transformer_encoder_layer_fwd`` in eval (``TransformerEncoderLayer.forward``, torch 2.13)
+    fused = bool(mod.activation_relu_or_gelu) and mod.norm1.eps == mod.norm2.eps
+    sa = _attention_block(
+        tr, mod.self_attn, mod.dropout1, None, src_mask, src_key_padding_mask, is_causal, fused
+    )
 
     if mod.norm_first:
         x = x + sa(_call(tr, mod.norm1, x))
@@ -1459,7 +1527,7 @@ def _call(tr: _Trace, mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
     tr.stack.append(tr.names.get(id(mod), type(mod).__name__))
     try:
         if handler is not None:
-            return handler(tr, mod, *args, **kwargs)
+            return tr.handle(handler, mod, *args, **kwargs)
         if type(mod).__module__.startswith("torch.") and not isinstance(mod, _CONTAINERS):
             raise TraceError(f"module {tr.where()} ({type(mod).__name__}) is not supported: {user_line()}")
         return mod.forward(*args, **kwargs)
@@ -1546,6 +1614,7 @@ def _run(
                     f"parameters through the ops that use them"
                 )
         region.net, region.outputs, region.binds = tr.net, tuple(o._t.index for o in outs), tr.binds
+        region.held = _past_uses(tr.net, tr.held, region.outputs)
         region.slots = _slots(tr, module)
     except TraceError:
         raise
@@ -1560,6 +1629,15 @@ def _run(
     region.guards = list(tr.guards.values())
     region.cond = all_(g for g, _ in region.guards)
     return region
+
+
+def _past_uses(net: Network, held: dict[int, int], outputs: tuple[int, ...]) -> dict[int, int]:
+    """The facts of ``held`` that keep a tensor past its last consumer (outputs live to the end anyway)."""
+    last = {}
+    for node in net.nodes:
+        for i in node.inputs:
+            last[i] = node.index
+    return {t: h for t, h in held.items() if h > last.get(t, net.producer[t]) and t not in outputs}
 
 
 def _raised_here(err: BaseException) -> bool:
@@ -1781,6 +1859,7 @@ def _merge_with(
     rules: dict[tuple[Any, str, int], tuple[Check, set[int]]] = {}
     outputs: list[list[Any]] = []
     at: dict[int, dict[Any, int]] = {}  # region -> key -> its node there
+    held: dict[tuple[Any, Any], set[int]] = {}  # (tensor's producer, last node held) -> regions
     ids: dict[Any, int] = {}  # keys are interned to ints (a key names its inputs by their ints)
     for k, r in enumerate(regions):
         if r.net is None:
@@ -1813,6 +1892,8 @@ def _merge_with(
             for c in r.binds.get(node.index, []):
                 rules.setdefault((key, c.rule, id(c.expr)), (c, set()))[1].add(k)
         outputs.append([keys[r.net.producer[t]] for t in r.outputs])
+        for ti, h in r.held.items():
+            held.setdefault((keys[r.net.producer[ti]], keys[h]), set()).add(k)
     order = _topological(after, appearance)
     net = Network("from_torch", infer_cache=cache)
     made: dict[Any, Tensor] = {}
@@ -1852,6 +1933,9 @@ def _merge_with(
             selects[sid] = net._gated(gates.of(regions_in, exact=False), pick)
     if positional and not _same_keepers(net, regions, order, first, members, made, at):
         raise _Cycle
+    for (key, until), where_ in held.items():
+        cond = gates.of(frozenset(where_), exact=False)
+        net.held.append((made[key].index, net.producer[made[until].index], cond))
     for (key, _, _), (c, where_) in rules.items():
         net.extra_checks.append(
             (names[key], Check(c.rule, ~gates.of(frozenset(where_), exact=False) | c.expr))
@@ -2018,8 +2102,17 @@ class TorchModel:
                     for x in _examples(xs)
                 ]
                 empty = _EmptyTensors()
-                with FlopCounterMode(display=False) as counter, empty:
-                    module(*xs)
+                hooks = [  # a check CPU and CUDA kernels make and the meta kernel does not
+                    m.register_forward_pre_hook(_output_padding_check)
+                    for m in module.modules()
+                    if isinstance(m, nn.modules.conv._ConvTransposeNd)
+                ]
+                try:
+                    with FlopCounterMode(display=False) as counter, empty:
+                        module(*xs)
+                finally:
+                    for hook in hooks:
+                        hook.remove()
             except Exception as err:  # the user's code or PyTorch refused the configuration: invalid
                 if _META.search(f"{type(err).__name__}: {err}"):
                     raise MeasureError(
@@ -2066,6 +2159,12 @@ class TorchModel:
                 "or give from_torch(..., space=space)"
             )
         return self.network(self.space)
+
+
+def _output_padding_check(mod: Any, args: Any) -> None:
+    """As ``aten::convolution`` on real devices: each output padding below the stride or the dilation."""
+    if not all(o < st or o < d for o, st, d in zip(mod.output_padding, mod.stride, mod.dilation)):
+        raise ValueError("output padding must be smaller than either stride or dilation")
 
 
 def from_torch(
