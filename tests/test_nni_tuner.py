@@ -250,11 +250,12 @@ def test_adaptive_penalty_is_worse_than_every_result() -> None:
     problem = small_problem()
     for mode, first, second in (("maximize", -0.5, -1.5), ("minimize", 2.5, 3.5)):
         tuner = DnnSATTuner(problem, "TPE", {"optimize_mode": mode})
-        assert tuner._penalty() is None  # nothing known yet: closed as a failed trial
-        tuner._reals += [0.5, 1.0, 1.5]  # spread 1: one spread beyond the worst result
-        assert tuner._penalty() == pytest.approx(first)
-        tuner._reals.append(0.0 if mode == "maximize" else 2.0)  # spread 1.5, worst moves
-        assert tuner._penalty() == pytest.approx(second)
+        ledger = tuner._ledger
+        assert ledger.penalty() is None  # nothing known yet: closed as a failed trial
+        ledger.reals += [0.5, 1.0, 1.5]  # spread 1: one spread beyond the worst result
+        assert ledger.penalty() == pytest.approx(first)
+        ledger.reals.append(0.0 if mode == "maximize" else 2.0)  # spread 1.5, worst moves
+        assert ledger.penalty() == pytest.approx(second)
 
 
 def test_grid_search_exhausts_the_feasible_set() -> None:
@@ -366,7 +367,7 @@ def test_dict_metrics_pass_through() -> None:
     c = tuner.generate_parameters(0)
     tuner.receive_trial_result(0, c, {"default": 0.7, "loss": 0.3})
     tuner.trial_end(0, True)
-    assert tuner._reals == [0.7]
+    assert tuner._ledger.reals == [0.7]
     assert tuner.base._history[("a",)][0].loss == -0.7  # type: ignore[attr-defined]
 
 

@@ -32,12 +32,10 @@ from several threads.
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,54 +43,26 @@ import nni
 import numpy as np
 from nni.tuner import Tuner
 
+from dnnsat._proposals import vet
+from dnnsat._unlaunched import unlaunched
 from dnnsat._verify import Verifier
 
+from ._layout import Layout
+from ._ledger import Ledger
 from ._load import (
     MODES,
     DnnSATClassArgsValidator,
     _import_attr,
     adapt_base_args,
-    adapt_space,
     after_base_generate,
     create_base_tuner,
     load_problem,
     optimize_mode,
 )
-from ._spaces import BatchLayout, base_space, batch_layout, check_space, config_key, plain
 
 __all__ = ["DnnSATTuner", "DnnSATClassArgsValidator", "TunerStats", "load_problem", "MODES"]
 
 _log = logging.getLogger("dnnsat.integrations.nni")
-
-
-def _is_batch_tuner(base: Any) -> bool:
-    from nni.algorithms.hpo.batch_tuner import BatchTuner
-
-    return isinstance(base, BatchTuner)
-
-
-def _scalar(value: Any) -> float | None:
-    """The scalar metric of an NNI result (a number or a dict with ``"default"``), or ``None``."""
-    if isinstance(value, Mapping):
-        value = value.get("default")
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        return None
-    v = float(value)
-    return v if math.isfinite(v) else None
-
-
-# -- bookkeeping ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Launched:
-    """One configuration handed to NNI as a trial (or imported as a finished one)."""
-
-    real_id: int | None
-    base_id: int | None = None  # the base tuner's id of the proposal (None: sampled by dnnsat, imported)
-    value: Any = None
-    has_value: bool = False
-    ended: bool = False
 
 
 @dataclass
@@ -188,22 +158,14 @@ class DnnSATTuner(Tuner):
         self._rng = np.random.default_rng(seed)
         self._dedup = bool(dedup)  # effective dedup, set by update_search_space
         self._lock = threading.RLock()  # every public method holds it (the dispatcher may use threads)
-        self._nni_space: dict[str, Any] | None = None  # the experiment's search space
-        self._base_space: dict[str, Any] | None = None  # what the base tuner got (pruned)
-        self._pruned: Any = None  # the dnnsat Space whose NNI form the base tuner got
+        self._layout = Layout(self.problem)  # the experiment's, the base tuner's space; conversions
         self._guard = self.problem.guard()  # the pruned space, its witnesses and caches, repairs
-        self._batch: BatchLayout | None = None  # BatchTuner's layout
-        self._problem_keys: list[str] = []  # top-level NNI keys that belong to the problem
         self._exhausted: str | None = None  # reason, once nothing more can be generated
-        self._trials: dict[int, _Launched] = {}  # NNI parameter id -> launched trial
-        self._by_config: dict[str, _Launched] = {}  # config key -> first launched (or imported) trial
-        self._base_raw: dict[int, Any] = {}  # open base id -> parameters as the base tuner returned them
-        self._next_synthetic = -1
+        self._ledger = Ledger(self.base, self.penalty, self.optimize_mode)  # ids, results, penalties
+        self._by_config = self._ledger.by_config  # config key -> first launched trial (conformance reads it)
         self._waiting: dict[int, int] = {}  # base id the base tuner deferred -> NNI parameter id
         self._st_callback: Callable[[int, Any], None] | None = None
         self._pending_import: list[Any] = []
-        self._reals: list[float] = []  # real scalar results seen
-        self._worst_penalty: float | None = None
         self._last_extras: dict[str, Any] = {}
         self._last_full: dict[str, Any] | None = None  # the last proposal's configuration (+ extras)
         _log.info(
@@ -223,56 +185,19 @@ class DnnSATTuner(Tuner):
         space is one ``choice`` of parameter sets; the infeasible ones are dropped.
         """
         with self._lock:
-            space = dict(search_space)
-            self._batch = None
-            if _is_batch_tuner(self.base):
-                self._update_batch_space(space)
+            dedup, empty = self._layout.update(dict(search_space), self.base, self._guard, self.dedup)
+            if dedup is not None:
+                self._dedup = dedup
+            if empty is not None:
+                self._exhausted = empty
+                _log.error("DnnSAT: %s; the experiment gets no trials", empty)
                 return
-            self._problem_keys = check_space(self.problem, space)
-            self._nni_space = space
-            if self.problem.is_empty():
-                self._set_empty()
-                return
-            passthrough = bool(self.problem.always_feasible())
-            self._dedup = self.dedup if self.dedup is not None else not passthrough
-            if passthrough:  # the base tuner sees the experiment as is
-                self._pruned = self.problem.space
-                base = space
-                _log.info(
-                    "DnnSAT: no constraint can bind; %s gets the search space as is", type(self.base).__name__
-                )
-            else:
-                self._pruned = self._guard.pruned
-                base, self._problem_keys = base_space(self.problem, self._pruned, space, self._problem_keys)
-            self._base_space = adapt_space(self.base, base)
-            _log.info(
-                "DnnSAT: pruned search space given to %s: %s",
-                type(self.base).__name__,
-                json.dumps(self._base_space, default=repr),
-            )
             self._start_base()
 
-    def _update_batch_space(self, space: Mapping[str, Any]) -> None:
-        """BatchTuner: every value of the one ``choice`` is a parameter set; keep the feasible ones."""
-        self._problem_keys = list(self.problem.space.to_nni())
-        self._nni_space = dict(space)
-        self._pruned = self.problem.space
-        self._dedup = self.dedup if self.dedup is not None else not self.problem.always_feasible()
-        read = functools.partial(self._split, layout=self.problem.space)
-        self._batch, self._base_space = batch_layout(self.problem, space, read, self._dedup)
-        if self._base_space is None:
-            self._set_empty("none of BatchTuner's parameter sets is feasible")
-            return
-        self._start_base()
-
-    def _set_empty(self, reason: str | None = None) -> None:
-        if reason is None:
-            core = self._unsat_core()
-            reason = "the feasible space is empty: no configuration satisfies the constraints" + (
-                f" {core}" if core else ""
-            )
-        self._exhausted = reason
-        _log.error("DnnSAT: %s; the experiment gets no trials", reason)
+    @property
+    def _base_space(self) -> dict[str, Any] | None:
+        """The search space the base tuner got (None before ``update_search_space``)."""
+        return self._layout.base_space
 
     def _start_base(self) -> None:
         assert self._base_space is not None
@@ -281,12 +206,6 @@ class DnnSATTuner(Tuner):
         if self._pending_import:
             data, self._pending_import = self._pending_import, []
             self.import_data(data)
-
-    def _unsat_core(self) -> list[str]:
-        try:
-            return list(self.problem.unsat_core())
-        except Exception:  # the reason is a courtesy; never fail on it
-            return []
 
     # -- generating ----------------------------------------------------------------------------------
     def generate_multiple_parameters(self, parameter_id_list: list[int], **kwargs: Any) -> list[Any]:
@@ -305,7 +224,7 @@ class DnnSATTuner(Tuner):
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> Any:
         """One feasible configuration, in the structure of the experiment's search space."""
         with self._lock:
-            if self._nni_space is None:
+            if self._layout.nni_space is None:
                 raise RuntimeError("update_search_space must be called before generate_parameters")
             if self._exhausted is not None:
                 _log.info("DnnSAT: no more trials: %s", self._exhausted)
@@ -317,7 +236,7 @@ class DnnSATTuner(Tuner):
                 config = self._vet(base_id, raw, force_repair=attempt == self.max_attempts - 1)
                 if config is not None:
                     return self._launch(parameter_id, base_id, config)
-                base_id = self._synthetic_id()
+                base_id = self._ledger.synthetic_id()
             config = self._fallback()
             if config is None:
                 raise nni.NoMoreTrialError(self._exhausted)
@@ -329,10 +248,6 @@ class DnnSATTuner(Tuner):
                 parameter_id,
             )
             return self._launch(parameter_id, None, config)
-
-    def _synthetic_id(self) -> int:
-        self._next_synthetic -= 1
-        return self._next_synthetic + 1
 
     def _ask_base(self, base_id: int, parameter_id: int, kwargs: Mapping[str, Any]) -> Any:
         kw = {k: v for k, v in kwargs.items() if k != "st_callback"}
@@ -353,7 +268,7 @@ class DnnSATTuner(Tuner):
                 _log.warning(
                     "DnnSAT: dropped an unsolicited configuration from the base tuner (id %s)", base_id
                 )
-                self._close_discarded(base_id, raw)
+                self._ledger.discard(base_id, raw)
                 return
             self.stats.proposals += 1
             config = self._vet(base_id, raw, force_repair=True)
@@ -367,121 +282,57 @@ class DnnSATTuner(Tuner):
                 base_id_or_none = base_id
             self._st_callback(parameter_id, self._launch(parameter_id, base_id_or_none, config))
 
-    def _split(self, raw: Any, layout: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        """NNI parameters -> (problem config in the problem's value types, extra top-level parameters).
-
-        ``layout`` is the space whose NNI form produced ``raw`` (default: the space the base tuner got);
-        raises ``SpaceError`` when ``raw`` is outside it.
-        """
-        from dnnsat._space_io import config_from_nni
-
-        if self._batch is not None and not isinstance(raw, Mapping):
-            raw = {self._batch.key: raw}  # BatchTuner: a value that is not a dict is that key's value
-        if not isinstance(raw, Mapping):
-            raise TypeError(f"expected a dict of parameters, got {type(raw).__name__}")
-        layout = self._pruned if layout is None else layout
-        values = plain(raw)
-        config = config_from_nni(layout, values)
-        config = dict(self.problem.space.validate(config))
-        extras = {k: v for k, v in values.items() if k not in self._problem_keys}
-        return config, extras
-
-    def _to_nni(self, full: Mapping[str, Any]) -> Any:
-        """A flat config (+ extras) -> parameters in the structure of the experiment's search space
-        (BatchTuner: the parameter set as written in the search space)."""
-        from dnnsat._space_io import config_to_nni
-
-        if self._batch is not None:
-            return self._batch.written[config_key(full)]
-        extras = {k: v for k, v in full.items() if k not in self.problem.space}
-        nested = config_to_nni(self.problem.space, {k: v for k, v in full.items() if k in self.problem.space})
-        assert self._nni_space is not None
-        out = {
-            k: nested[k] if k in nested else extras[k] for k in self._nni_space if k in nested or k in extras
-        }
-        out.update({k: v for k, v in extras.items() if k not in out})  # e.g. PBT's checkpoint directories
-        return plain(out)
-
-    def _to_base(self, full: Mapping[str, Any]) -> dict[str, Any]:
-        """A flat config (+ extras) -> parameters in the structure of the base tuner's (pruned) space."""
-        from dnnsat._space_io import config_to_nni
-
-        names = self.problem.space.names
-        nested = config_to_nni(self._pruned, {k: v for k, v in full.items() if k in names})
-        nested.update({k: v for k, v in full.items() if k not in names})
-        return plain(nested)  # type: ignore[no-any-return]
-
     def _vet(self, base_id: int, raw: Any, force_repair: bool = False) -> dict[str, Any] | None:
         """The configuration to launch for this proposal, or ``None`` after closing it in the base tuner."""
         try:
-            config, extras = self._split(raw)
+            config, extras = self._layout.split(raw)
         except Exception as err:
             _log.warning("DnnSAT: proposal %s is outside the search space (%s); discarded", raw, err)
-            self._close_discarded(base_id, raw)
+            self._ledger.discard(base_id, raw)
             self.stats.rejected += 1
             return None
         self._last_extras = extras
-        verdict = self.problem.check(config)
-        if verdict.feasible:
-            self.stats.feasible += 1
-        elif self.mode == "repair" or force_repair:
-            fixed = self._guard.repair(config)
-            if fixed is None:
+        vetted = vet(self._guard, config, repair=self.mode == "repair" or force_repair)
+        if vetted.config is None:
+            if vetted.outcome == "rejected":
+                _log.debug("DnnSAT: rejected %s (%s)", config, ", ".join(vetted.violations))
+            else:
                 _log.debug("DnnSAT: proposal %s cannot be repaired; discarded", config)
-                self._close_discarded(base_id, raw)
-                self.stats.rejected += 1
-                return None
-            _log.debug("DnnSAT: repaired %s -> %s", config, fixed)
-            space = self.problem.space
-            if any(not space[n].is_finite and fixed.get(n) != v for n, v in config.items()):
-                self.stats.float_repairs += 1
-            config = dict(fixed)
-            self.stats.repaired += 1
-        else:
-            _log.debug("DnnSAT: rejected %s (%s)", config, ", ".join(v.name for v in verdict.violations))
-            self._close_discarded(base_id, raw)
+            self._ledger.discard(base_id, raw)
             self.stats.rejected += 1
             return None
-        full = {**config, **extras}
-        launched = self._by_config.get(config_key(full)) if self._dedup else None
-        self._base_raw[base_id] = raw
-        self._last_full = full
-        if launched is not None:
-            # an alias: the result at once, or closed as failed while the first trial still runs (the
-            # wrapper asks the base tuner again, and tuners such as Evolution hold a population slot per
-            # open proposal: waiting would drain them)
+        if vetted.outcome == "feasible":
+            self.stats.feasible += 1
+        else:
+            _log.debug("DnnSAT: repaired %s -> %s", config, vetted.config)
+            self.stats.float_repairs += vetted.float_moved
+            self.stats.repaired += 1
+        full = self._last_full = {**vetted.config, **extras}
+        if self._ledger.hold(base_id, raw, full, self._dedup):
             self.stats.duplicates += 1
-            self._close(base_id, launched.value if launched.has_value else None)
             return None
         return full
 
     def _launch(self, parameter_id: int, base_id: int | None, full: dict[str, Any]) -> Any:
-        launched = _Launched(parameter_id, base_id)
-        self._trials[parameter_id] = launched
-        self._by_config.setdefault(config_key(full), launched)
+        self._ledger.launch(parameter_id, base_id, full)
         self.stats.launched += 1
         if self._verifier is not None:
             self.stats.verified += 1
             self.stats.disagreements += bool(self._verifier(full))
-        return self._to_nni(full)
+        return self._layout.to_experiment(full)
 
     def _fallback(self) -> dict[str, Any] | None:
         """A feasible configuration not launched yet, sampled by dnnsat; ``None`` when there is none."""
-        if self._batch is not None:  # BatchTuner launches only the parameter sets the user listed
+        if self._layout.batch is not None:  # BatchTuner launches only the parameter sets the user listed
             self._exhausted = "every feasible parameter set of BatchTuner's search space has been launched"
             return None
-        try:
-            candidates = self.problem.sample(32, seed=int(self._rng.integers(2**31)))
-        except ValueError:  # continuous Floats in constraints: sample draws finite parameters only
-            last = self._last_full
-            candidates = [] if last is None else self._guard.redraw_floats(last, 32, self._rng)
-        for config in candidates:
-            full = {**dict(config), **self._last_extras}
-            if config_key(full) not in self._by_config:
-                return full
-        for config in self._enumerate_unlaunched():
-            return config
-        if self._last_extras and self._last_full is not None:
+        extras = self._last_extras
+        limit = len(self._ledger.by_config) + 1
+        is_new = lambda c: self._ledger.first({**c, **extras}) is None  # noqa: E731
+        found = unlaunched(self._guard, is_new, self._rng, self._last_full, limit)
+        if found is not None:
+            return {**found, **extras}
+        if extras and self._last_full is not None:
             # parameters the problem does not know are passed through: dnnsat cannot tell which of their
             # values are unseen, so the base tuner's last proposal runs again rather than end the experiment
             _log.warning("DnnSAT: no unlaunched configuration found; %s runs again", self._last_full)
@@ -490,71 +341,16 @@ class DnnSATTuner(Tuner):
         _log.info("DnnSAT: %s", self._exhausted)
         return None
 
-    def _enumerate_unlaunched(self) -> Iterator[dict[str, Any]]:
-        if not all(self.problem.space[n].is_finite for n in self.problem.space.names):
-            return
-        for config in self.problem.enumerate(limit=len(self._by_config) + 1):
-            full = {**dict(config), **self._last_extras}
-            if config_key(full) not in self._by_config:
-                yield full
-
     # -- results -----------------------------------------------------------------------------------
-    def _penalty(self) -> float | None:
-        if self.penalty is not None:
-            return self.penalty
-        if not self._reals:
-            return None
-        lo, hi = min(self._reals), max(self._reals)
-        spread = hi - lo
-        if spread <= 0:
-            spread = max(1.0, abs(lo))
-        p = lo - spread if self.optimize_mode == "maximize" else hi + spread
-        if self._worst_penalty is not None:
-            p = (
-                min(p, self._worst_penalty)
-                if self.optimize_mode == "maximize"
-                else max(p, self._worst_penalty)
-            )
-        self._worst_penalty = p
-        return p
-
-    def _close_discarded(self, base_id: int, raw: Any) -> None:
-        self._base_raw[base_id] = raw
-        penalty = self._penalty()
-        self._close(base_id, penalty)
-
-    def _close(self, base_id: int, value: Any) -> None:
-        """Report ``value`` (``None``: failed, no result) for a base id, then end it (result first: TPE)."""
-        raw = self._base_raw.pop(base_id, None)
-        if value is not None:
-            self.base.receive_trial_result(base_id, raw, value)
-        self.base.trial_end(base_id, value is not None)
-
     def receive_trial_result(self, parameter_id: int, parameters: Any, value: Any, **kwargs: Any) -> None:
         """Pass a trial's final result to the base tuner, with the parameters as the base tuner gave them."""
         with self._lock:
-            launched = self._trials.get(parameter_id)
-            if launched is None:
-                _log.info("DnnSAT: result for unknown parameter id %s ignored", parameter_id)
-                return
-            launched.value, launched.has_value = value, True
-            scalar = _scalar(value)
-            if scalar is not None:
-                self._reals.append(scalar)
-            if launched.base_id is not None and not launched.ended:
-                raw = self._base_raw.get(launched.base_id)
-                self.base.receive_trial_result(launched.base_id, raw, value, **kwargs)
+            self._ledger.result(parameter_id, value, **kwargs)
 
     def trial_end(self, parameter_id: int, success: bool, **kwargs: Any) -> None:
         """End the trial in the base tuner."""
         with self._lock:
-            launched = self._trials.get(parameter_id)
-            if launched is None or launched.ended:
-                return
-            launched.ended = True
-            if launched.base_id is not None:
-                self._base_raw.pop(launched.base_id, None)
-                self.base.trial_end(launched.base_id, success, **kwargs)
+            self._ledger.end(parameter_id, success, **kwargs)
 
     def import_data(self, data: Sequence[Any]) -> Any:
         """Import finished trials (``[{"parameter": ..., "value": ...}]``): feasible ones go to the base
@@ -564,7 +360,7 @@ class DnnSATTuner(Tuner):
             if isinstance(data, str):
                 data = nni.load(data)
             if self._base_space is None:
-                if self._nni_space is None:
+                if self._layout.nni_space is None:
                     self._pending_import.extend(data)
                 return None
             accepted = []
@@ -572,24 +368,12 @@ class DnnSATTuner(Tuner):
             for trial in data:
                 if isinstance(trial, str):
                     trial = nni.load(trial)
-                try:
-                    config, extras = self._split(trial["parameter"], layout=self.problem.space)
-                    feasible = self.problem.check(config).feasible
-                except Exception as err:
-                    _log.debug("DnnSAT: imported trial %s not in the space: %s", trial, err)
-                    feasible = False
-                if not feasible:
+                read = self._layout.imported(trial)
+                if read is None:
                     skipped += 1
                     continue
-                full = {**config, **extras}
-                as_base = trial["parameter"] if self._batch is not None else self._to_base(full)
-                accepted.append({**trial, "parameter": as_base})
-                self._by_config.setdefault(
-                    config_key(full), _Launched(None, None, trial.get("value"), "value" in trial, True)
-                )
-                scalar = _scalar(trial.get("value"))
-                if scalar is not None:
-                    self._reals.append(scalar)
+                accepted.append({**trial, "parameter": read[1]})
+                self._ledger.imported(read[0], trial)
             if skipped:
                 _log.info("DnnSAT: import_data skipped %d infeasible or out-of-space trial(s)", skipped)
             return self.base.import_data(accepted) if accepted else None

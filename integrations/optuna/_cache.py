@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
     from dnnsat import Problem
+    from dnnsat._guard import Guard
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -125,6 +126,30 @@ class PrunedSpace:
             "computed_by": self.computed_by,
             "witnesses": [dict(w) for w in self.witnesses],
         }
+
+    def guard(self, problem: Problem, seed: int, enumerate_limit: int, cache_size: int) -> Guard:
+        """A :class:`~dnnsat.Guard` over ``problem`` that starts from this record's domains and witnesses."""
+        from dnnsat._guard import Guard
+
+        return Guard(
+            problem,
+            seed=seed,
+            domains=self.values,
+            witnesses=self.witnesses,
+            enumerate_limit=enumerate_limit,
+            cache_size=cache_size,
+        )
+
+    def raise_if_empty(self) -> None:
+        """Raise ``InfeasibleSpaceError`` (with the conflicting constraints) when nothing is feasible."""
+        if self.empty:
+            from dnnsat import InfeasibleSpaceError
+
+            core = ", ".join(self.core) or "(no core available)"
+            raise InfeasibleSpaceError(
+                f"no configuration of the search space satisfies the constraints; conflicting: {core}",
+                self.core,
+            )
 
     @classmethod
     def from_record(cls, fingerprint: str, record: dict[str, Any]) -> PrunedSpace:

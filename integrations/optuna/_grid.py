@@ -8,6 +8,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._suggest import within
+
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
     from optuna.study import Study
@@ -110,14 +112,13 @@ class GridPlanner:
         grid: Mapping[str, list[Any]],
         guard: Guard,
         propose: Callable[[Mapping[str, BaseDistribution]], dict[str, Any]],
-        repair: Callable[[dict[str, Any], Mapping[str, BaseDistribution]], dict[str, Any] | None],
         running: Mapping[int, Mapping[str, Any]],
     ) -> tuple[dict[str, Any] | None, bool, float | None]:
         """(config, kept, repair steps) of a grid trial; None when the grid does not cover the problem
         (then each parameter is checked on its own).
 
-        ``propose`` asks the base sampler for the grid point, ``repair`` repairs a config within the
-        grid's values, ``running`` maps the ids of running trials to their decided points. ``kept``:
+        ``propose`` asks the base sampler for the grid point, ``running`` maps the ids of running
+        trials to their decided points. ``kept``:
         the base sampler's point is used; repair steps (None unless the point was swapped for the
         closest unvisited feasible one) count positions moved.
         """
@@ -137,8 +138,9 @@ class GridPlanner:
         if fresh:
             best = min(fresh, key=lambda c: self._distance(guard, known, c))
             return {**point, **best}, False, self._distance(guard, known, best)[1]
-        if not guard.is_extendable(known):
-            known = repair(known, dists) or known
+        if not guard.is_extendable(known):  # repaired within the grid's values
+            limits = {k: within(d) for k, d in dists.items() if k in self._names}
+            known = guard.repair(known, (), within=limits, key=trial.number, ties="order") or known
         with contextlib.suppress(RuntimeError):
             study.stop()  # every feasible grid config has been visited
         return {**point, **known}, False, None

@@ -31,13 +31,15 @@ from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
-from dnnsat._guard import DEFAULT_SEED, Guard
+from dnnsat._guard import DEFAULT_SEED, Guard, Within
 from dnnsat._pickling import RebuiltOnUnpickle, SharedCounters
+from dnnsat._proposals import ProposalStats, check_sample, decision_counts, finished_constraints
 from dnnsat._verify import Verifier
 
 from ._cache import PrunedSpace, load_or_compute_pruned_space
 from ._grid import GridPlanner
 from ._suggest import as_distribution_value, within
+from ._trials import TrialBook
 
 if TYPE_CHECKING:
     from optuna.study import Study
@@ -56,34 +58,19 @@ _UNPICKLED = ("_lock", "_pruned", "_trials", "_grid")
 
 
 @dataclass
-class SamplerStats:
-    """Counters of one sampler instance (one process).
-
-    ``proposals``/``kept``/``repaired`` count independent proposals of problem parameters, finite and
-    continuous (a GridSampler point counts as one proposal); ``float_repaired`` is the part of
-    ``repaired`` that moved a continuous ``Float``; ``repair_steps`` sums, over repairs of finite
-    parameters, how many positions the value moved in the parameter's ordered value list (1 for an
-    unordered categorical); ``relative_*`` count relative samples and their changed parameters;
-    ``dead_ends`` counts proposals that no value could rescue (e.g. infeasible enqueued parameters);
-    ``unchecked`` counts proposals the problem cannot judge (an inactive conditional parameter, or a
-    distribution with no value in the problem's domain); ``verified`` counts configurations checked
-    against the real module (``verify=``) and ``disagreements`` those where it disagreed; ``overhead``
-    holds ``(trial number, wrapper seconds, base sampler seconds)``.
+class SamplerStats(ProposalStats):
+    """Counters of one sampler instance (one process): :class:`~dnnsat._proposals.ProposalStats`
+    over independent proposals (a GridSampler point counts as one proposal; ``dead_ends`` also counts
+    parameters of relative samples that no value could rescue, e.g. infeasible enqueued parameters),
+    plus ``relative_*``: relative samples and their changed parameters; ``verified`` counts the
+    configurations of :meth:`DnnSATSampler.verify`; ``overhead`` holds ``(trial number, wrapper
+    seconds, base sampler seconds)``.
     """
 
-    proposals: int = 0
-    kept: int = 0
-    repaired: int = 0
-    float_repaired: int = 0
-    repair_steps: float = 0.0
     relative_samples: int = 0
     relative_params: int = 0
     relative_repaired: int = 0
     relative_changed_params: int = 0
-    dead_ends: int = 0
-    unchecked: int = 0
-    verified: int = 0
-    disagreements: int = 0
     pruned_space_computed: bool | None = None
     overhead: deque[tuple[int, float, float]] = field(default_factory=lambda: deque(maxlen=100_000))
 
@@ -93,25 +80,6 @@ class SamplerStats:
         total = self.proposals + self.relative_params
         kept = self.kept + self.relative_params - self.relative_changed_params
         return kept / total if total else 1.0
-
-    @property
-    def mean_repair_steps(self) -> float:
-        finite = self.repaired - self.float_repaired
-        return self.repair_steps / finite if finite else 0.0
-
-
-@dataclass
-class _TrialState:
-    """What the wrapper remembers about one running trial (a trial is driven by one thread)."""
-
-    #: enqueued problem parameters (``fixed_params``) and the GridSampler grid (None: not a grid trial),
-    #: read from the trial's system attributes once, at the first sampling call
-    attrs: tuple[dict[str, Any], dict[str, list[Any]] | None] | None = None
-    #: the (repaired) relative sample or grid point, decided before the objective asks for it
-    pending: dict[str, Any] = field(default_factory=dict)
-    is_grid: bool = False
-    wrapper_s: float = 0.0
-    base_s: float = 0.0
 
 
 class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
@@ -183,7 +151,7 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         """The lock and the state bound to a study or a process (rebuilt after unpickling)."""
         self._lock = threading.RLock()
         self._pruned: dict[tuple[int, int], tuple[PrunedSpace, Guard]] = {}
-        self._trials: dict[int, _TrialState] = {}
+        self._trials = TrialBook(self._names)
         self._grid = GridPlanner(self._problem)
 
     def __str__(self) -> str:
@@ -220,27 +188,12 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
                         self._prune_timeout,
                         allow_problem_change=self._allow_problem_change,
                     )
-                    guard = Guard(
-                        self._problem,
-                        seed=self._salt,
-                        domains=ps.values,
-                        witnesses=ps.witnesses,
-                        enumerate_limit=self._enumerate_limit,
-                        cache_size=self._cache_size,
-                    )
-                    hit = self._pruned[key] = (ps, guard)
+                    limits = self._enumerate_limit, self._cache_size
+                    hit = self._pruned[key] = (ps, ps.guard(self._problem, self._salt, *limits))
                     self.stats.pruned_space_computed = ps.computed
                     if self._always_feasible is None:
                         self._always_feasible = bool(self._problem.always_feasible())
-        ps = hit[0]
-        if ps.empty:
-            from dnnsat import InfeasibleSpaceError
-
-            core = ", ".join(ps.core) or "(no core available)"
-            raise InfeasibleSpaceError(
-                f"no configuration of the search space satisfies the constraints; conflicting: {core}",
-                ps.core,
-            )
+        hit[0].raise_if_empty()
         return hit
 
     # -- BaseSampler -------------------------------------------------------------------------------
@@ -265,13 +218,13 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         t1 = time.perf_counter()
         self._base.before_trial(study, trial)
         t2 = time.perf_counter()
-        self._charge(trial, base=t2 - t1, total=t2 - t0)
+        self._trials.charge(trial, base=t2 - t1, total=t2 - t0)
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         t0 = time.perf_counter()
         out = self._base.infer_relative_search_space(study, trial)
         elapsed = time.perf_counter() - t0
-        self._charge(trial, base=elapsed, total=elapsed)
+        self._trials.charge(trial, base=elapsed, total=elapsed)
         return out
 
     def sample_relative(
@@ -283,31 +236,21 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         known = [k for k in sample if k in self._names]
         if known:
             guard = self._prepared(study)[1]
-            fixed = guard.clean(self._given(trial))
-            proposed = {k: sample[k] for k in known if k not in fixed}
-            candidate = {**proposed, **fixed}
-            in_domain = all(guard.in_domain(k, v) for k, v in proposed.items())
-            repair = not (in_domain and guard.is_extendable(guard.clean(candidate)))
-            changed = dead = 0
-            if repair:
-                repaired = self._repair(guard, trial, candidate, set(fixed), search_space)
-                for k, old in proposed.items():
-                    new = None if repaired is None else repaired.get(k)
-                    if new is None or not within(search_space[k]).contains(new):
-                        dead += 1  # no feasible value within the relative distribution: keep it
-                    elif not _same(guard, k, new, old):
-                        sample[k] = as_distribution_value(search_space[k], new)
-                        changed += 1
-            self._trial(trial).pending = {k: sample[k] for k in known}
+            proposed = {k: sample[k] for k in known}
+            limits = self._limits(search_space)
+            check = check_sample(guard, proposed, self._trials.given(trial), limits, trial.number)
+            for k, new in check.changes.items():
+                sample[k] = as_distribution_value(search_space[k], new)
+            self._trials.state(trial).pending = {k: sample[k] for k in known}
             self._bump(
                 relative_samples=1,
                 relative_params=len(known),
-                relative_repaired=int(repair),
-                relative_changed_params=changed,
-                dead_ends=dead,
+                relative_repaired=int(check.repaired),
+                relative_changed_params=len(check.changes),
+                dead_ends=check.dead,
             )
         t2 = time.perf_counter()
-        self._charge(trial, base=t1 - t0, total=t2 - t0)
+        self._trials.charge(trial, base=t1 - t0, total=t2 - t0)
         return sample
 
     def sample_independent(
@@ -319,13 +262,13 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         try:
             if param_name not in self._names:
                 return proposal
-            if self._attrs(trial)[1] is not None:
+            if self._trials.attrs(trial)[1] is not None:
                 chosen = self._grid_point(study, trial)
                 if param_name in chosen and within(param_distribution).contains(chosen[param_name]):
                     return as_distribution_value(param_distribution, chosen[param_name])
             return self._check_independent(study, trial, param_name, param_distribution, proposal)
         finally:
-            self._charge(trial, base=t1 - t0, total=time.perf_counter() - t0)
+            self._trials.charge(trial, base=t1 - t0, total=time.perf_counter() - t0)
 
     def after_trial(
         self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
@@ -337,10 +280,9 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         except Exception:  # never lose a trial's result because of bookkeeping
             _logger.warning("could not record constraint values of trial %d", trial.number, exc_info=True)
         finally:
-            with self._lock:
-                st = self._trials.pop(trial._trial_id, None)
+            st = self._trials.release(trial)
             if st is not None and st.is_grid and state in _FINISHED:
-                self._grid.stop_if_done(study, trial, self._prepared(study)[1], self._running_points())
+                self._grid.stop_if_done(study, trial, self._prepared(study)[1], self._trials.running_points())
             t1 = time.perf_counter()
             self._base.after_trial(study, trial, state, values)
             wrapper = (st.wrapper_s if st else 0.0) + (t1 - t0)
@@ -364,88 +306,39 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         self, study: Study, trial: FrozenTrial, name: str, dist: BaseDistribution, proposal: Any
     ) -> Any:
         guard = self._prepared(study)[1]
-        given = self._given(trial, exclude=name)
+        given = self._trials.given(trial, exclude=name)
         decision = guard.decide(name, proposal, given, within=within(dist), key=trial.number)
-        if decision.outcome == "unchecked":
-            # An inactive conditional parameter, or a distribution without a value of the problem's domain.
-            self._bump(unchecked=1)
-        elif decision.outcome == "kept":
-            self._bump(proposals=1, kept=1)
-        elif decision.outcome == "dead_end":
-            self._bump(proposals=1, dead_ends=1)
+        self._bump(**decision_counts(guard, name, decision))
+        if decision.outcome == "dead_end":
             self._warn_once(
                 f"dead-end:{name}",
                 f"no value of {name!r} within {dist} extends {given} to a feasible configuration "
                 "(infeasible fixed/enqueued parameters?); keeping the base sampler's proposal",
             )
-        elif self._space[name].is_finite:
-            self._bump(proposals=1, repaired=1, repair_steps=decision.steps)
-        else:
-            self._bump(proposals=1, repaired=1, float_repaired=1)
         if decision.outcome != "repaired":
             return proposal
         _logger.debug("trial %d: %s=%r -> %r (given %s)", trial.number, name, proposal, decision.value, given)
         return as_distribution_value(dist, decision.value)
 
-    def _repair(
-        self,
-        guard: Guard,
-        trial: FrozenTrial,
-        candidate: Mapping[str, Any],
-        keep: set[str],
-        dists: Mapping[str, BaseDistribution],
-    ) -> dict[str, Any] | None:
-        """:meth:`Guard.repair` of ``candidate`` with every value in ``dists``; ``keep`` stays (ties
-        between single changes: the earlier parameter, as this sampler has always done)."""
-        limits = {k: within(d) for k, d in dists.items() if k in self._names}
-        return guard.repair(candidate, keep, within=limits, key=trial.number, ties="order")
-
-    def _trial(self, trial: FrozenTrial) -> _TrialState:
-        st = self._trials.get(trial._trial_id)
-        if st is None:
-            with self._lock:
-                st = self._trials.setdefault(trial._trial_id, _TrialState())
-        return st
-
-    def _attrs(self, trial: FrozenTrial) -> tuple[dict[str, Any], dict[str, list[Any]] | None]:
-        """(enqueued fixed problem params, GridSampler grid) of a trial: one storage read per trial."""
-        st = self._trial(trial)
-        if st.attrs is None:
-            attrs = dict(trial.system_attrs)
-            fixed = {k: v for k, v in (attrs.get("fixed_params") or {}).items() if k in self._names}
-            grid = attrs.get("search_space") if "grid_id" in attrs else None
-            st.attrs = (fixed, grid if isinstance(grid, dict) else None)
-        return st.attrs
-
-    def _given(self, trial: FrozenTrial, exclude: str | None = None) -> dict[str, Any]:
-        """Problem parameters already decided in this trial: pending relative, enqueued, suggested."""
-        fixed = self._attrs(trial)[0]
-        given: dict[str, Any] = {}
-        for source in (self._trial(trial).pending, fixed, trial.params):
-            for k, v in source.items():
-                if k != exclude and k in self._names:
-                    given[k] = v
-        return given
+    def _limits(self, dists: Mapping[str, BaseDistribution]) -> dict[str, Within]:
+        """The values each problem parameter's distribution accepts."""
+        return {k: within(d) for k, d in dists.items() if k in self._names}
 
     # -- GridSampler -------------------------------------------------------------------------------
     def _grid_point(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
         """The config a GridSampler trial evaluates (see :meth:`GridPlanner.point`), decided once."""
-        st = self._trial(trial)
+        st = self._trials.state(trial)
         if st.is_grid:
             return st.pending
         guard = self._prepared(study)[1]
-        grid = self._attrs(trial)[1]
+        grid = self._trials.attrs(trial)[1]
         assert grid is not None
 
         def propose(dists: Mapping[str, BaseDistribution]) -> dict[str, Any]:
             return {k: self._base.sample_independent(study, trial, k, d) for k, d in dists.items()}
 
-        def repair(config: dict[str, Any], dists: Mapping[str, BaseDistribution]) -> dict[str, Any] | None:
-            return self._repair(guard, trial, config, set(), dists)
-
-        result, kept, steps = self._grid.point(
-            study, trial, grid, guard, propose, repair, self._running_points()
-        )
+        running = self._trials.running_points()
+        result, kept, steps = self._grid.point(study, trial, grid, guard, propose, running)
         if result is not None:
             self._bump(proposals=1, kept=int(kept))
         if steps is not None:
@@ -453,39 +346,13 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         st.is_grid, st.pending = True, result or {}
         return st.pending
 
-    def _running_points(self) -> dict[int, dict[str, Any]]:
-        """Trial id -> the grid point each running grid trial evaluates."""
-        with self._lock:
-            return {tid: st.pending for tid, st in self._trials.items() if st.pending}
-
     # -- constraints -------------------------------------------------------------------------------
     def _record_constraints(self, study: Study, trial: FrozenTrial) -> None:
-        guard = self._prepared(study)[1]
-        config = guard.clean(trial.params)
-        if not config or guard.missing(config):
-            return  # incomplete configuration (the trial stopped early): nothing exact to record
-        values = self._problem.constraint_values(config)
-        if all(v <= 0 for v in values.values()):
-            guard.add_witness(config)
+        values = finished_constraints(self._prepared(study)[1], trial.params)
         attrs = trial.system_attrs
-        for key, value in values.items():
-            attr = CONSTRAINT_ATTR_PREFIX + str(key)
-            value = float(value)
+        for key, value in (values or {}).items():
+            attr = CONSTRAINT_ATTR_PREFIX + key
             if attr in attrs or math.isnan(value):
                 continue
             study._storage.set_trial_system_attr(trial._trial_id, attr, value)
             attrs[attr] = value
-
-    # -- misc --------------------------------------------------------------------------------------
-    def _charge(self, trial: FrozenTrial, base: float, total: float) -> None:
-        st = self._trial(trial)
-        st.wrapper_s += max(0.0, total - base)
-        st.base_s += base
-
-
-def _same(guard: Guard, name: str, a: Any, b: Any) -> bool:
-    param = guard.space[name]
-    try:
-        return bool(param.encode(a) == param.encode(b))
-    except Exception:
-        return False

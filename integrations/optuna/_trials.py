@@ -1,0 +1,82 @@
+"""What ``DnnSATSampler`` knows about each running Optuna trial: its enqueued parameters and grid
+(read once from the trial's system attributes), the relative sample or grid point decided before the
+objective asks for it, and the seconds spent in the wrapper and in the base sampler."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+__all__ = ["TrialBook", "TrialState"]
+
+
+@dataclass
+class TrialState:
+    """What the wrapper remembers about one running trial (a trial is driven by one thread)."""
+
+    #: enqueued problem parameters (``fixed_params``) and the GridSampler grid (None: not a grid trial),
+    #: read from the trial's system attributes once, at the first sampling call
+    attrs: tuple[dict[str, Any], dict[str, list[Any]] | None] | None = None
+    #: the (repaired) relative sample or grid point, decided before the objective asks for it
+    pending: dict[str, Any] = field(default_factory=dict)
+    is_grid: bool = False
+    wrapper_s: float = 0.0
+    base_s: float = 0.0
+
+
+class TrialBook(dict[int, TrialState]):
+    """Trial id -> :class:`TrialState` of the running trials; ``names``: the problem's parameters.
+    Thread-safe: entries are created and removed under one lock."""
+
+    def __init__(self, names: Collection[str]) -> None:
+        super().__init__()
+        self._names = names
+        self._lock = threading.Lock()
+
+    def state(self, trial: FrozenTrial) -> TrialState:
+        st = self.get(trial._trial_id)
+        if st is None:
+            with self._lock:
+                st = self.setdefault(trial._trial_id, TrialState())
+        return st
+
+    def release(self, trial: FrozenTrial) -> TrialState | None:
+        """Forget a finished trial; its state (None if it never sampled)."""
+        with self._lock:
+            return self.pop(trial._trial_id, None)
+
+    def attrs(self, trial: FrozenTrial) -> tuple[dict[str, Any], dict[str, list[Any]] | None]:
+        """(enqueued fixed problem params, GridSampler grid) of a trial: one storage read per trial."""
+        st = self.state(trial)
+        if st.attrs is None:
+            attrs = dict(trial.system_attrs)
+            fixed = {k: v for k, v in (attrs.get("fixed_params") or {}).items() if k in self._names}
+            grid = attrs.get("search_space") if "grid_id" in attrs else None
+            st.attrs = (fixed, grid if isinstance(grid, dict) else None)
+        return st.attrs
+
+    def given(self, trial: FrozenTrial, exclude: str | None = None) -> dict[str, Any]:
+        """Problem parameters already decided in this trial: pending relative, enqueued, suggested."""
+        fixed = self.attrs(trial)[0]
+        given: dict[str, Any] = {}
+        for source in (self.state(trial).pending, fixed, trial.params):
+            for k, v in source.items():
+                if k != exclude and k in self._names:
+                    given[k] = v
+        return given
+
+    def charge(self, trial: FrozenTrial, base: float, total: float) -> None:
+        """Add ``total`` seconds of a sampler call, ``base`` of them in the base sampler."""
+        st = self.state(trial)
+        st.wrapper_s += max(0.0, total - base)
+        st.base_s += base
+
+    def running_points(self) -> dict[int, dict[str, Any]]:
+        """Trial id -> the grid point (or relative sample) each running trial evaluates."""
+        with self._lock:
+            return {tid: st.pending for tid, st in self.items() if st.pending}
