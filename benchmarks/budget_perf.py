@@ -149,7 +149,7 @@ def calls(p: Problem) -> tuple[float, float, float]:
     compilation excluded), of a later ``p.sample(5)`` (it draws from the kept decomposition) and of
     one ``p.costs`` call (mean of 200)."""
     fresh = pickle.loads(pickle.dumps(p))
-    fresh._c().engine._one_by_one()
+    fresh._c().engine.warm()
     t = time.perf_counter()
     fresh.sample(5, seed=0)
     first = time.perf_counter() - t
@@ -169,7 +169,7 @@ def run(names: list[str], trials: int, n_repair: int) -> list[dict[str, Any]]:
     for name in names:
         p, value = PROBLEMS[name]()
         engine = p._c().engine
-        engine._one_by_one()  # compile outside the timings
+        engine.warm()  # compile outside the timings
         row: dict[str, Any] = {"problem": name, "open": len(engine._open), "constraints": len(p.constraints)}
         jobs: list[tuple[str, Callable[[], Run], int]] = [
             ("nni", lambda p=p, value=value: nni_run(p, value, trials), trials),

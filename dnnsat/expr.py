@@ -573,8 +573,11 @@ def _format(e: Expr, parent: int = 0) -> str:
 # Traversal
 
 
-def topological(roots: Sequence[Expr]) -> list[Expr]:
-    """All nodes reachable from ``roots``, children before parents, each once."""
+def topological(
+    roots: Sequence[Expr], children: Callable[[Expr], Sequence[Expr]] | None = None
+) -> list[Expr]:
+    """All nodes reachable from ``roots``, children before parents, each once (``children``: a node's
+    arguments, by default ``node.args``)."""
     order: list[Expr] = []
     seen: set[int] = set()
     stack: list[tuple[Expr, bool]] = [(r, False) for r in reversed(roots)]
@@ -587,7 +590,8 @@ def topological(roots: Sequence[Expr]) -> list[Expr]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+        args = node.args if children is None else children(node)
+        stack.extend((a, False) for a in reversed(args) if id(a) not in seen)
     return order
 
 
@@ -692,50 +696,110 @@ def _nary_leaves(node: Expr, uses: Mapping[int, int]) -> list[Expr]:
     return out
 
 
-def compile_scalar(roots: Sequence[Expr]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+def compile_scalar(
+    roots: Sequence[Expr], point_forms: bool = True
+) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
     """A function ``env -> tuple of values`` (one per root) over one assignment of Python numbers.
 
     Integer arithmetic is exact (Python ints); categorical labels must already be encoded. Nodes with
     a single use are inlined into their user (so a :func:`where` evaluates only the branch it takes),
     trees of :func:`minimum`/:func:`maximum` become one ``min``/``max`` call, and every other node is
     computed once into a local.
+
+    ``point_forms`` (the same values, bit for bit, in less work; interval bounds are not affected):
+    conditions on one expression become at most two intervals of it, integer ``x - x`` and ``x == x``
+    fold (integer-sort values are integers), a large integer maximum of sums (a memory peak) is one
+    numpy sweep (``dnnsat._point_forms.Peak``), a local read only under ``where(c, ...)``'s taken
+    branch is computed under ``if c:``, and ``where(c, a, b)`` whose ``b`` is read by nothing after it becomes
+    ``if c: b = a`` (the latency model's chains ``where(gate, t + k, t)``).
     """
-    order = topological(roots)
+    from ._point_forms import guards, point_conditions, reassigns, schedule  # imports this module
+    from ._point_forms import peaks as find_peaks
+
+    if point_forms:
+        roots = point_conditions(roots)
+    peaks = find_peaks(roots) if point_forms else {}
+    order = topological(roots, lambda n: peaks[id(n)].leaves if id(n) in peaks else n.args)
     uses: dict[int, int] = {id(n): 0 for n in order}
     for r in roots:
         uses[id(r)] += 2  # returned: always stored
     nary: dict[int, list[Expr]] = {}
     for node in order:
-        for x in node.args:
+        for x in peaks[id(node)].leaves if id(node) in peaks else node.args:
             uses[id(x)] += 1
     for node in order:
+        if id(node) in peaks:
+            continue
         if node.op in _NARY and len(leaves := _nary_leaves(node, uses)) > 2:
             nary[id(node)] = leaves
         elif node.op in _NARY or node.op in _DIV_TEXT and not _nonzero_const(node.args[1]):
             for x in node.args:
                 uses[id(x)] += 2  # read twice by the template: store it
-    ref: dict[int, str] = {}
+
+    def args_of(n: Expr) -> Sequence[Expr]:
+        return peaks[id(n)].leaves if id(n) in peaks else nary.get(id(n), n.args)
+
+    stored: set[int] = set()  # nodes computed into a local (the others are inlined into their user)
     depth: dict[int, int] = {}
-    lines = ["def _f(env):"]
+    for node in order:
+        d = 1 + max((depth[id(x)] for x in args_of(node)), default=0)
+        if node.op != "const" and (uses[id(node)] != 1 or d >= _MAX_NESTING):
+            stored.add(id(node))
+        depth[id(node)] = 0 if id(node) in stored or node.op == "const" else d
+    guarded, branch = (
+        guards(roots, order, args_of, stored) if point_forms else ({id(n): () for n in order}, {})
+    )
+    byid = {id(n): n for n in order}
+    order = schedule(order, lambda n: [*args_of(n), *(byid[c] for c in guarded[id(n)])], guarded, stored)
+    at = {id(n): i for i, n in enumerate(order)}  # the statement that evaluates a node
+    for node in reversed(order):
+        for x in args_of(node):
+            if id(x) not in stored:
+                at[id(x)] = at[id(node)]
+    last = {id(r): len(order) for r in roots}  # the last statement that reads a node
+    for node in order:
+        for x in args_of(node):
+            last[id(x)] = max(last.get(id(x), 0), at[id(node)])
+    ref: dict[int, str] = {}
+    ns: dict[str, Any] = {}
+    body: list[tuple[tuple[int, ...], str]] = []  # (guard, statement)
     for i, node in enumerate(order):
         if node.op == "const":
-            ref[id(node)], depth[id(node)] = repr(node.payload), 0
+            ref[id(node)] = repr(node.payload)
             continue
-        args = nary.get(id(node), node.args)
+        args = args_of(node)
         if node.op == "var":
             text = f"env[{node.name!r}]"
+        elif id(node) in peaks:
+            ns[f"_pk{i}"] = peaks[id(node)]
+            text = f"_pk{i}(env, ({''.join(ref[id(x)] + ', ' for x in args)}))"
         elif id(node) in nary:
             text = f"{node.op}({', '.join(ref[id(x)] for x in args)})"
+        elif node.op == "where" and point_forms and reassigns(node, stored, last, at):
+            # ``a if c else b`` as ``if c: b = a`` where b is not read after this
+            c, a, b = args
+            ref[id(node)] = ref[id(b)]
+            guard = branch[id(node)] if id(c) in branch[id(node)] else (*guarded[id(node)], id(c))
+            body.append((guard, f"{ref[id(b)]} = {ref[id(a)]}"))
+            continue
         else:
             text = _scalar_text(node, [ref[id(x)] for x in args])
-        d = 1 + max((depth[id(x)] for x in args), default=0)
-        if uses[id(node)] == 1 and d < _MAX_NESTING:
-            ref[id(node)], depth[id(node)] = f"({text})", d
+        if id(node) in stored:
+            body.append((guarded[id(node)], f"t{i} = {text}"))
+            ref[id(node)] = f"t{i}"
         else:
-            lines.append(f"    t{i} = {text}")
-            ref[id(node)], depth[id(node)] = f"t{i}", 0
+            ref[id(node)] = f"({text})"
+    lines = ["def _f(env):"]
+    open_: tuple[int, ...] = ()
+    for guard, statement in body:
+        common = 0
+        while common < min(len(open_), len(guard)) and open_[common] == guard[common]:
+            common += 1
+        for level in range(common, len(guard)):
+            lines.append(f"{'    ' * (level + 1)}if {ref[guard[level]]}:")
+        open_ = guard
+        lines.append(f"{'    ' * (len(guard) + 1)}{statement}")
     lines.append(f"    return ({', '.join(ref[id(r)] for r in roots)},)")
-    ns: dict[str, Any] = {}
     exec(compile("\n".join(lines), "<dnnsat.expr scalar>", "exec"), ns)
     return ns["_f"]  # type: ignore[no-any-return]
 

@@ -40,7 +40,7 @@ ENUM_WORK = 1 << 20  # ... or fewer, so that points x expression nodes stays und
 BATCH = 2048  # boxes per vectorized step
 POINTS_PER_STEP = 1 << 18
 FEW = 32  # up to this many boxes / points are evaluated one by one in generated Python code, not numpy
-POINT_NODES = 1 << 24  # points x expression nodes of one vectorized evaluation (about 128 MiB of float64)
+POINT_NODES = 1 << 24  # points x live node arrays of one vectorized evaluation (about 128 MiB of float64)
 WITNESSES = 6  # points tried per box before it is split (see Engine._witness_candidates)
 PINNED_BOXES = 200  # boxes per root of each finite search with the continuous variables pinned (before Z3)
 OPAQUE_LIMIT = 1_000_000  # Python predicates are evaluated at most this many times per operation
@@ -101,15 +101,14 @@ class Engine:
         whole = interval(self.constraints, box)
         self._open = [i for i, c in enumerate(self.constraints) if not whole[id(c)][0]]
         open_exprs = [self.constraints[i] for i in self._open]
-        nodes = max(1, len(topological(open_exprs)))
-        self.enum_limit = min(ENUM_LIMIT, max(16, ENUM_WORK // nodes))
-        # numpy evaluation holds about one array per expression node: bound points x nodes per call
-        self.points_per_call = max(FEW + 1, min(POINTS_PER_STEP, POINT_NODES // nodes))
-        self._interval = compile_interval(open_exprs, box=box) if open_exprs else None
-        self._vector = compile_vectorized(open_exprs, box=box) if open_exprs else None
-        self._few: tuple[Callable[..., Any], Callable[..., Any]] | None = None  # compiled on first use
-        # shared with the restricted views of this engine: one Z3 backend, built once under the lock
-        self._shared: dict[str, Any] = {"z3": None, "lock": threading.Lock()}
+        order = topological(open_exprs)
+        self.enum_limit = min(ENUM_LIMIT, max(16, ENUM_WORK // max(1, len(order))))
+        # a numpy evaluation holds at most ``_live_arrays`` node arrays at once: bound points x those
+        self.points_per_call = max(FEW + 1, min(POINTS_PER_STEP, POINT_NODES // _live_arrays(order)))
+        self._open_exprs = open_exprs
+        # shared with the restricted views of this engine: one Z3 backend, built once under the lock,
+        # and the evaluators of the open constraints, each compiled on first use (see _evaluator)
+        self._shared: dict[str, Any] = {"z3": None, "lock": threading.Lock(), "compile": threading.Lock()}
         self.stats = {"boxes": 0, "points": 0, "z3_calls": 0}
 
     def restricted(self, bounds: dict[str, tuple[float, float]]) -> Engine:
@@ -131,10 +130,13 @@ class Engine:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(surely all satisfied, possibly all satisfied) per box."""
         m = lo.shape[0]
-        if self._interval is None:
+        if not self._open_exprs:
             return np.ones(m, dtype=bool), np.ones(m, dtype=bool)
         vlo, vhi = self.domain.value_columns(lo, hi)
-        res = self._interval(vlo, vhi) if m > FEW else _by_row(self._one_by_one()[0], m, vlo, vhi)
+        if m > FEW:
+            res = self._evaluator("interval")(vlo, vhi)
+        else:
+            res = _by_row(self._evaluator("interval_scalar"), m, vlo, vhi)
         surely = np.ones(m, dtype=bool)
         possibly = np.ones(m, dtype=bool)
         for i, (dt, pt) in zip(self._open, res):
@@ -152,11 +154,14 @@ class Engine:
             return np.concatenate([self.feasible_points(idx[i : i + step], mask) for i in range(0, n, step)])
         self.stats["points"] += n
         ok = np.ones(n, dtype=bool)
-        if self._vector is not None and n:
+        if self._open_exprs and n:
             if self.domain.unpinned:
                 raise AssertionError("points with unpinned continuous variables need Z3")
             cols, _ = self.domain.value_columns(idx)
-            values = self._vector(cols) if n > FEW else _by_row(self._one_by_one()[1], n, cols)
+            if n > FEW:
+                values = self._evaluator("vectorized")(cols)
+            else:
+                values = _by_row(self._evaluator("scalar"), n, cols)
             for i, v in zip(self._open, values):
                 if mask is None or mask[i]:
                     ok &= np.broadcast_to(v, (n,))
@@ -173,12 +178,24 @@ class Engine:
             ok[sel] = self.opaque(idx[sel])
         return ok
 
-    def _one_by_one(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
-        """(bounds over one box, values at one point) of the open constraints, in Python numbers."""
-        if self._few is None:
-            exprs = [self.constraints[i] for i in self._open]
-            self._few = compile_interval_scalar(exprs), compile_scalar(exprs)
-        return self._few
+    def _evaluator(self, kind: str) -> Callable[..., Any]:
+        """The open constraints' evaluator of ``kind`` (see ``_COMPILERS``), compiled on first use:
+        generated code of thousands of nodes takes a noticeable time to compile, and an engine often
+        needs only some of its evaluators (e.g. only one box or point at a time)."""
+        shared = self._shared
+        fn = shared.get(kind)
+        if fn is None:
+            with shared["compile"]:
+                fn = shared.get(kind)
+                if fn is None:
+                    fn = shared[kind] = _COMPILERS[kind](self._open_exprs, self._box)
+        return fn  # type: ignore[no-any-return]
+
+    def warm(self) -> None:
+        """Compile every evaluator now (e.g. before timing the engine)."""
+        if self._open_exprs:
+            for kind in _COMPILERS:
+                self._evaluator(kind)
 
     def feasible_configurations(self, idx: np.ndarray) -> np.ndarray:
         """Feasible points that are configurations (inactive conditional dims at index 0)."""
@@ -490,7 +507,8 @@ class Engine:
         """Feasible point minimising ``value`` within the boxes; returns (point, value, proven optimal).
 
         ``lower_bound(lo, hi)`` must bound ``value`` from below over each box. Ties go to the point
-        found first (depth first, lower halves first), so results are deterministic.
+        found first (depth first, lower halves first), so results are deterministic. Only what can still
+        beat the best point so far is evaluated: points of smaller value, boxes of smaller bound.
         """
         self._require_finite("optimisation")
         self._opaque_used = 0
@@ -503,14 +521,23 @@ class Engine:
             nonlocal best, best_val
             if not len(points):
                 return
-            ok = self.feasible_points(points, mask)
-            if not ok.any():
-                return
-            vals = value(points[ok])
+            if best is None:
+                ok = self.feasible_points(points, mask)
+                if not ok.any():
+                    return
+                points = points[ok]
+                vals = value(points)
+            else:  # as checking every point: only smaller values replace the best (NaN kept, as
+                vals = value(points)  # argmin over every point would pick it and then keep the best)
+                points, vals = _take(~(vals >= best_val), points, vals)
+                ok = self.feasible_points(points, mask)
+                if not ok.any():
+                    return
+                points, vals = points[ok], vals[ok]
             i = int(np.argmin(vals))
             if vals[i] < best_val:
                 best_val = float(vals[i])
-                best = points[ok][i]
+                best = points[i]
 
         while stack:
             blo, bhi, rid = stack.pop()
@@ -519,9 +546,11 @@ class Engine:
                 return best, best_val, False
             nb = self.domain.normalize(blo, bhi)
             blo, bhi = nb.lo, nb.hi
-            _, possibly = self.bounds(blo, bhi, mask)
             lb = lower_bound(blo, bhi)
-            keep = possibly & (lb < best_val)
+            keep = lb < best_val  # then only these boxes need constraint bounds
+            if not keep.any():
+                continue
+            keep[keep] = self.bounds(blo[keep], bhi[keep], mask)[1]
             if not keep.any():
                 continue
             blo, bhi, lb, split_dim, und = _take(keep, blo, bhi, lb, nb.split_dim, nb.undecided)
@@ -556,6 +585,15 @@ class Engine:
             )
 
 
+#: Evaluators of the open constraints: boxes or points in numpy, or one box or point in Python numbers.
+_COMPILERS: dict[str, Callable[[list[Expr], dict[str, Any]], Callable[..., Any]]] = {
+    "interval": lambda exprs, box: compile_interval(exprs, box=box),
+    "vectorized": lambda exprs, box: compile_vectorized(exprs, box=box),
+    "interval_scalar": lambda exprs, box: compile_interval_scalar(exprs),
+    "scalar": lambda exprs, box: compile_scalar(exprs),
+}
+
+
 def _by_row(f: Callable[..., tuple[Any, ...]], m: int, *columns: dict[str, Any]) -> list[Any]:
     """``f`` (boolean outputs, or ``(lo, hi)`` pairs of them) applied to each of the ``m`` rows of
     ``columns`` (name -> array or scalar), stacked per output as a vectorized evaluator returns them."""
@@ -568,6 +606,18 @@ def _by_row(f: Callable[..., tuple[Any, ...]], m: int, *columns: dict[str, Any])
         else np.array(col, dtype=bool)
         for col in outputs
     ]
+
+
+def _live_arrays(order: Sequence[Expr]) -> int:
+    """Most node arrays alive at once while generated code evaluates ``order`` (topological, roots
+    last): each node's array lives from its own line to its last reader's (roots to the end)."""
+    last = {id(a): i for i, node in enumerate(order) for a in node.args}
+    live = peak = 0
+    for i, node in enumerate(order):
+        live += 1
+        peak = max(peak, live)
+        live -= len({id(a) for a in node.args if last[id(a)] == i})
+    return max(1, peak)
 
 
 def _take(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
