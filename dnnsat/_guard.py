@@ -56,14 +56,11 @@ _UNPICKLED = ("_lock", "_local", "_pool", "_fv_cache", "_span_cache")
 
 
 @dataclass
-class GuardStats:
-    """Counters of one Guard.
-
-    ``proposals``/``kept``/``repaired``/``dead_ends``/``unchecked``: outcomes of :meth:`Guard.decide`
-    (``float_repaired`` is the part of ``repaired`` that moved a continuous Float, ``repair_steps`` the
-    positions finite values moved); ``repairs``: calls of :meth:`Guard.repair` that changed something;
-    ``pool_hits``/``enumerations``/``one_change_repairs``/``solver_calls``: which path answered.
-    """
+class DecisionCounts:
+    """Outcomes of per-parameter decisions: ``proposals``, ``kept``, ``repaired`` (``float_repaired``:
+    the part that moved a continuous ``Float``; ``repair_steps``: the positions finite values moved in
+    their ordered value lists, 1 for an unordered categorical), ``dead_ends`` (no value could rescue the
+    proposal) and ``unchecked`` (the problem cannot judge it)."""
 
     proposals: int = 0
     kept: int = 0
@@ -72,6 +69,21 @@ class GuardStats:
     repair_steps: float = 0.0
     dead_ends: int = 0
     unchecked: int = 0
+
+    @property
+    def mean_repair_steps(self) -> float:
+        """Mean positions moved by a repair of a finite parameter (0 without one)."""
+        finite = self.repaired - self.float_repaired
+        return self.repair_steps / finite if finite else 0.0
+
+
+@dataclass
+class GuardStats(DecisionCounts):
+    """Counters of one Guard: the outcomes of :meth:`Guard.decide` (:class:`DecisionCounts`);
+    ``repairs``: calls of :meth:`Guard.repair` that changed something;
+    ``pool_hits``/``enumerations``/``one_change_repairs``/``solver_calls``: which path answered.
+    """
+
     repairs: int = 0
     pool_hits: int = 0
     enumerations: int = 0

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._guard import DecisionCounts
+
 if TYPE_CHECKING:
     from ._guard import Decision, Guard, Within
 
@@ -30,34 +32,15 @@ __all__ = [
 
 
 @dataclass
-class ProposalStats:
-    """Counters of the per-parameter proposals an adapter checked (one adapter, one process).
-
-    ``proposals``/``kept``/``repaired`` count proposals of problem parameters, finite and continuous;
-    ``float_repaired`` is the part of ``repaired`` that moved a continuous ``Float``; ``repair_steps``
-    sums, over repairs of finite parameters, how many positions the value moved in the parameter's
-    ordered value list (1 for an unordered categorical); ``dead_ends`` counts proposals that no value
-    could rescue (e.g. infeasible fixed parameters); ``unchecked`` counts proposals the problem cannot
-    judge (an inactive conditional parameter, or limits with no value in the problem's domain);
-    ``verified`` counts configurations checked against the real module and ``disagreements`` those
-    where it disagreed.
+class ProposalStats(DecisionCounts):
+    """Counters of the per-parameter proposals an adapter checked (one adapter, one process): the
+    outcomes (:class:`~dnnsat._guard.DecisionCounts`, proposals of problem parameters, finite and
+    continuous); ``verified`` counts configurations checked against the real module and
+    ``disagreements`` those where it disagreed.
     """
 
-    proposals: int = 0
-    kept: int = 0
-    repaired: int = 0
-    float_repaired: int = 0
-    repair_steps: float = 0.0
-    dead_ends: int = 0
-    unchecked: int = 0
     verified: int = 0
     disagreements: int = 0
-
-    @property
-    def mean_repair_steps(self) -> float:
-        """Mean positions moved by a repair of a finite parameter (0 without one)."""
-        finite = self.repaired - self.float_repaired
-        return self.repair_steps / finite if finite else 0.0
 
 
 def decision_counts(guard: Guard, name: str, decision: Decision) -> dict[str, float]:
