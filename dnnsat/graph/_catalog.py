@@ -748,7 +748,7 @@ def _attention(ins: list[Shape], a: Attrs) -> OpInfo:
     # the flash kernel's per-thread fp32 buffer (``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``:
     # ``qSplit * kvSplit + 2 * qSplit + qSplit * headSize``, qSplit 32/64/256 by query length,
     # kvSplit 512; one intra-op thread), freed before the out projection: allocator traces, torch 2.13
-    q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
+    q_split, kv_split = _flash_splits(s, n)
     buf_n = q_split * kv_split + 2 * q_split + q_split * hd
     buf: Sizes = ((buf_n, "f32"),)
     # eval: the kernel's log-sum-exp and buffer are freed before the out projection allocates the
@@ -905,7 +905,7 @@ def _mha_mem(x: Shape, kv: Shape, h: Expr, cross: bool, a: Attrs) -> Mem:
     big = where(b >= 2, 1, 0)  # a batch-first input's transpose is a copy for the projections (not for B=1)
     q_, k_ = b * s * d, b * n * d  # one projected query / key (or value) tensor
     scores, lse = b * h * s * n, b * h * s
-    q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
+    q_split, kv_split = _flash_splits(s, n)
     buf = q_split * kv_split + 2 * q_split + q_split * (d // h)  # the CPU flash kernel's fp32 buffer
     # the projections: the transposed inputs' contiguous copies (kept for the weight gradients; a cross
     # key/value source once for the packed weights, once per projection for the separate q/k/v weights that
@@ -983,6 +983,12 @@ def _mha_mem(x: Shape, kv: Shape, h: Expr, cross: bool, a: Attrs) -> Mem:
     )
 
 
+def _flash_splits(s: Expr, n: Expr) -> tuple[Expr, Expr]:
+    """(qSplit, kvSplit) of PyTorch's CPU flash attention for ``s`` queries and ``n`` keys: 32/64/256 query
+    rows by query length, 512 keys (``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``)."""
+    return minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
+
+
 def _mask_check(mask: Sequence[Expr], target: Shape) -> Check:
     """An attention mask broadcasts to ``target`` = (batch, heads, query length, key length)."""
     fits = all_(eq(p, t) | (p == 1) for p, t in zip(reversed(mask), reversed(target)))
@@ -1021,11 +1027,11 @@ def _sdpa(ins: list[Shape], a: Attrs) -> OpInfo:
     # the CPU flash kernel (masked too: no score matrix) keeps q, k, v, its output, the fp32
     # log-sum-exp and the mask for backward; its per-thread buffer as in ``attention`` (one intra-op
     # thread). Allocator peaks, torch 2.13: a float mask given to it adds nothing
-    q_split, kv_split = minimum(where(s >= 768, 256, where(s >= 192, 64, 32)), s), minimum(n, 512)
+    q_split, kv_split = _flash_splits(s, n)
     buf_n = q_split * kv_split + 2 * q_split + q_split * e
     extra: Sizes = ((b * h * s + converted, "f32"),)
     # the backward's per-thread fp32 buffers: the scores and their gradient of one qSplit x kvSplit
-    # block and a row sum of qSplit (allocator traces, torch 2.13; tests/test_memory_gradients.py)
+    # block and a row sum of qSplit (allocator traces, torch 2.13; tests/test_memory_sdpa.py)
     mem = Mem(
         saves=("in0", "in1", "in2", "out"), extra=extra, workspace=((buf_n, "f32"),),
         eval_workspace=((buf_n + converted + b * h * s, "f32"),),  # the log-sum-exp is made in eval too
