@@ -453,7 +453,7 @@ def test_region_limit() -> None:
         ds.Problem(space, model=from_torch(build, lambda c: (torch.empty(2, 4),), max_regions=10))
 
 
-def test_unused_parameter_refused() -> None:
+def test_unused_parameter_counted() -> None:
     class Spare(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -462,10 +462,10 @@ def test_unused_parameter_refused() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.used(x)
 
-    with pytest.raises(TraceError, match="spare.weight"):
-        ds.Problem(
-            ds.Space({"b": ds.Int(1, 2)}), model=from_torch(lambda c: Spare(), lambda c: ((c["b"], 4),))
-        )
+    p = ds.Problem(
+        ds.Space({"b": ds.Int(1, 2)}), model=from_torch(lambda c: Spare(), lambda c: ((c["b"], 4),))
+    )
+    assert p.costs({"b": 2})["params"] == 2 * (16 + 4)  # as sum(p.numel()) over Spare's parameters
 
 
 class Flow(nn.Module):

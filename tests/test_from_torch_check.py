@@ -117,3 +117,26 @@ def test_output_padding_as_real_devices_decide() -> None:
                 cpu_ok = False
             assert (model.measure(cfg) is not None) == cpu_ok == (pad < stride), cfg
             assert model.disagreements(problem, cfg) == [], cfg
+
+
+class Aux(nn.Module):
+    """An auxiliary head that forward uses only when asked: PyTorch counts its parameters either way."""
+
+    def __init__(self, w: int, aux: bool) -> None:
+        super().__init__()
+        self.a, self.head, self.aux, self.use_aux = nn.Linear(8, w), nn.Linear(w, 4), nn.Linear(w, 3), aux
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        return self.head(y) + self.aux(y).sum(-1, keepdim=True) if self.use_aux else self.head(y)
+
+
+def test_a_parameter_forward_does_not_use_counts_as_in_pytorch() -> None:
+    space = ds.Space({"w": ds.Categorical([16, 32]), "aux": ds.Categorical([False, True])})
+    model = from_torch(lambda c: Aux(c["w"], c["aux"]), lambda c: (torch.empty(4, 8),))
+    problem = ds.Problem(space, model=model)
+    for w in (16, 32):
+        for aux in (False, True):
+            cfg = {"w": w, "aux": aux}
+            assert problem.costs(cfg)["params"] == sum(p.numel() for p in Aux(w, aux).parameters())
+            assert model.disagreements(problem, cfg) == []

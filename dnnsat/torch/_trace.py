@@ -1608,11 +1608,8 @@ def _run(
         if not all(isinstance(o, STensor) for o in outs):
             raise TraceError(f"forward must return a tensor or a tuple of tensors, got {type(out).__name__}")
         for name, p in module.named_parameters():
-            if id(p) not in tr.counted:
-                raise TraceError(
-                    f"parameter {name} (shape {tuple(p.shape)}) is not used by forward: from_torch counts "
-                    f"parameters through the ops that use them"
-                )
+            if id(p) not in tr.counted:  # built but not used by forward: PyTorch counts it all the same
+                tr.tensor(p, f"parameter {name}, which forward does not use,")
         region.net, region.outputs, region.binds = tr.net, tuple(o._t.index for o in outs), tr.binds
         region.held = _past_uses(tr.net, tr.held, region.outputs)
         region.slots = _slots(tr, module)
