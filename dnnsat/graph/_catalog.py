@@ -1100,12 +1100,11 @@ def _lstm_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> M
     pages(S*B*ld(H))`` (:func:`_ld`, :func:`_pages`); besides it the layer keeps its output, ``h_n``,
     ``c_n``, the summed bias and (first layer, ``batch_first``) a contiguous copy of the input, and
     ``nn.LSTM`` allocates zero initial states. Transient: weights reordered to ``F x ld(4H)`` and
-    ``H x ld(4H)`` (eval: ``4H`` padded to 128) and a scratchpad (upper bounds fitted to the same
-    traces, ``B'`` = max(B, 2): ``4238 + pages(S*B'*ld(4H))``; eval ``5334 + pages(S*B'*ld(4H)) +
-    pages(B*ld(4H)) + pages(B*S*F)``, up to 77 % over); the backward adds the weight gradients in
-    ``ld(F) x 4H`` / ``ld(H) x 4H`` buffers, the output gradient's copy and the input gradient. Eval
-    keeps every layer's output (and, bidirectional, each direction's before they are concatenated)
-    until the op returns.
+    ``H x ld(4H)`` (eval: ``4H`` padded to 128) and a scratchpad (training: an upper bound fitted to
+    the same traces, ``B'`` = max(B, 2): ``4238 + pages(S*B'*ld(4H))``; eval: exact, below); the
+    backward adds the weight gradients in ``ld(F) x 4H`` / ``ld(H) x 4H`` buffers, the output
+    gradient's copy and the input gradient. Eval keeps the earlier layers' outputs (and,
+    bidirectional, each direction's beside their concatenation) until the op returns.
     """
     g4, kept, fwd, eval_ws = 4 * h, Const(0), Const(0), Const(0)
     pad = ceildiv(g4, 128) * 128
@@ -1118,7 +1117,15 @@ def _lstm_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> M
         )  # fmt: skip
         mb = maximum(b, 2)  # the scratchpad of a batch of 1 is sized like a batch of 2
         scratch = 4238 + _pages(s * mb * _ld(g4))
-        eval_scratch = 5334 + _pages(s * mb * _ld(g4)) + _pages(b * _ld(g4)) + _pages(b * s * f)
+        # inference puts every part in oneDNN's scratchpad, page-aligned (``rnn_utils``): the h and c
+        # states of two layers over S + 1 steps, the gates of one step (of every step at batch 1, whose
+        # input allows one merged GEMM), the hidden state, and a fixed tail (1238: an upper bound):
+        # allocator traces, exact on 21 shapes (batch 1-128, S 1-100, F 3-600, H 8-512)
+        merged = where(eq(b, Const(1)), s, 1)
+        eval_scratch = (
+            _pages(2 * (s + 1) * b * _ld(maximum(f, h))) + _pages(2 * (s + 1) * b * h)
+            + _pages(merged * b * _ld(g4)) + _pages(b * _ld(h)) + 1238
+        )  # fmt: skip
         last_out = 0 if (layer == layers - 1 and dirs == 1) else s * b * h  # else: the op's output
         cat = s * b * dirs * h if dirs == 2 and layer < layers - 1 else 0
         kept = kept + dirs * (ws + 2 * b * h + g4) + (dirs - 1) * s * b * h + last_out + cat
@@ -1129,14 +1136,17 @@ def _lstm_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> M
         peak = own + grads + s * b * (h + f) + 6 * b * h + g4
         parts[:0] = [(peak, own, ws + 2 * b * h + g4)] * dirs  # the top layer is differentiated first
     states = 2 * layers * dirs * b * h
-    # eval: the layers' outputs but the op's own (dirs 2: each direction's, then their concatenation)
-    per_dir = layers * dirs - (1 if dirs == 1 else 0)
+    # eval: the layers' outputs but the op's own (dirs 2: each direction's, then their concatenation);
+    # the last bidirectional layer's two outputs exist with the second call's scratchpad and weights,
+    # or (once it returned) with their concatenation, the op's output: the larger of the two
+    per_dir = (layers - 1) * dirs
     cats = (layers - 1) * s * b * dirs * h if dirs == 2 else 0
     outs = layers * dirs * (2 * b * h + g4) + per_dir * s * b * h + cats
+    last = maximum(eval_ws, dirs * s * b * h) if dirs == 2 else eval_ws
     return Mem(
         extra=((kept + b * s * fin + states + s * b * dirs * h, "act"),),  # + the consumer's copy
         workspace=((fwd, "act"),),
-        eval_workspace=((b * s * fin + 2 * states + outs + eval_ws, "act"),),
+        eval_workspace=((b * s * fin + 2 * states + outs + last, "act"),),
         backward=((_rnn_backward(parts), "act"),),
         largest_param=g4 * maximum(maximum(fin, dirs * h) if layers > 1 else fin, h),
         cpu_kernels=True,
