@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.optuna_threads
 	$(BIN)/python -m benchmarks.nni_overhead
 	$(BIN)/python -m benchmarks.memory_accuracy
+	$(BIN)/python -m benchmarks.memory_conv_mixed
 	$(BIN)/python -m benchmarks.memory_families
 	$(BIN)/python -m benchmarks.memory_mixed
 	$(BIN)/python -m benchmarks.fake_memory

@@ -19,17 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from benchmarks._emulate import AVX2_ENV, cell, outliers, run_worker
 from benchmarks._families import FAMILIES, build, example_inputs
 from benchmarks._report import machine, markdown_table, sampling_parser, update_readme, writes_readme
 from dnnsat.cost import Budget, detect_cpu_backend, memory_expressions
@@ -45,8 +41,6 @@ MODES = {
     "train/adam/from_torch": ("train", "adam"),
     "inference/from_torch": ("inference", None),
 }
-AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-GOAL = (0.02, 0.08, 0.03)  # median |error|, max |error|, worst underestimate
 
 
 def estimate(net: Any, mode: str) -> int:
@@ -95,29 +89,6 @@ def run(per_family: int, seed: int, families: list[str]) -> list[dict[str, Any]]
     return rows
 
 
-def run_emulated(
-    per_family: int, seed: int, families: list[str], env: dict[str, str]
-) -> list[dict[str, Any]]:
-    """:func:`run` in a fresh interpreter under ``env`` (PyTorch reads the ISA limits when it starts)."""
-    cmd = [sys.executable, "-m", "benchmarks.memory_families", "--worker", "--per-family", str(per_family),
-           "--seed", str(seed), "--families", ",".join(families)]  # fmt: skip
-    root = Path(__file__).resolve().parents[1]
-    res = subprocess.run(cmd, env={**os.environ, **env}, cwd=root, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(res.stderr[-3000:])
-    return json.loads(res.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
-
-
-def summary(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
-    """(median |error|, max |error|, worst underestimate as a positive share; 0 if none)."""
-    errs = [(r["estimate"] - r["real"]) / r["real"] for r in rows]
-    return statistics.median(abs(e) for e in errs), max(abs(e) for e in errs), max(0.0, -min(errs))
-
-
-def meets(s: tuple[float, float, float]) -> bool:
-    return s[0] <= GOAL[0] and s[1] <= GOAL[1] and s[2] <= GOAL[2]
-
-
 def table(results: dict[str, list[dict[str, Any]]], families: list[str]) -> str:
     """Markdown rows per mode and family (and all families): n, then one cell per backend."""
     rows = []
@@ -126,9 +97,8 @@ def table(results: dict[str, list[dict[str, Any]]], families: list[str]) -> str:
             cells: list[Any] = [mode, fam, 0]
             for backend_rows in results.values():
                 sel = [r for r in backend_rows if r["mode"] == mode and fam in ("all", r["family"])]
-                s = summary(sel)
                 cells[2] = len(sel)
-                cells.append(f"{s[0]:.2%} / {s[1]:.2%} / {s[2]:.2%}" + ("" if meets(s) else " ✗"))
+                cells.append(cell(sel))
             rows.append(cells)
     header = ["mode", "family", "n", *(f"{b}: median / max / worst under" for b in results)]
     return markdown_table(header, rows)
@@ -155,14 +125,12 @@ def main(argv: list[str] | None = None) -> None:
     native = detect_cpu_backend().isa
     results = {f"native ({native})": run(n, args.seed, families)}
     if not args.native_only:
-        results["AVX2 (emulated)"] = run_emulated(n, args.seed, families, AVX2_ENV)
+        worker_args = ["--per-family", str(n), "--seed", str(args.seed), "--families", ",".join(families)]
+        results["AVX2 (emulated)"] = run_worker("benchmarks.memory_families", worker_args, AVX2_ENV)
     elapsed = time.perf_counter() - t0
     for backend, rows in results.items():
-        for r in rows:
-            err = (r["estimate"] - r["real"]) / r["real"]
-            if abs(err) > GOAL[1] or err < -GOAL[2]:
-                print(f"  {backend} {r['family']} {r['mode']} {r['cfg']}: estimate {r['estimate']:,} B, "
-                      f"PyTorch {r['real']:,} B ({err:+.1%})")  # fmt: skip
+        for line in outliers(backend, rows, ("family", "mode", "cfg")):
+            print(line)
     n_cfg = len(configs(n, args.seed, families))
     body = (
         f"Memory model vs PyTorch's peak (`dnnsat.torch.peak_memory`) on {len(families)} model families "

@@ -18,6 +18,7 @@ BENCHMARKS = [
     "late_crash",
     "latency_accuracy",
     "memory_accuracy",
+    "memory_conv_mixed",
     "memory_families",
     "memory_mixed",
     "nasbench201",

@@ -21,21 +21,39 @@ def _errors(
     return [(r["mode"], r["estimate"] / r["real"] - 1) for r in measure(cell, c, modes)]
 
 
+# small shapes (none of them in benchmarks/_families.py's grid): a batch or a sequence of 1 (no
+# batch_first copies), 2-layer and bidirectional stacks
+SMALL = [(3, 12, 7, 16, 1, False), (2, 20, 9, 24, 2, True), (1, 24, 6, 10, 1, True), (5, 6, 11, 40, 2, False),
+         (6, 1, 10, 30, 1, True), (16, 10, 3, 48, 1, True)]  # fmt: skip
+
+
 @pytest.mark.parametrize("cfg", SIZES)
 def test_gru_training_step(cfg: tuple[int, int, int, int, int, bool]) -> None:
     """The step loop, per-direction input copies and projections, the consumer's copy of the
-    batch_first output: within 1 % over and 0.5 % under (the model was 7-16 % over; a bidirectional
-    stack differentiates its two directions interleaved, bounded from above)."""
+    batch_first output, the backward's weight-gradient chunks and the stacked input-gate gradients:
+    within 1 % over and 0.5 % under (the model was 7-16 % over)."""
     for mode, err in _errors(cfg, ("train/adam", "train/sgd")):
         assert -0.005 <= err <= 0.01, (mode, f"{err:+.2%}")
 
 
-@pytest.mark.parametrize("cfg", [*SIZES, (64, 32, 300, 128, 1, True), (8, 50, 512, 64, 1, False)])
+@pytest.mark.parametrize("cfg", SMALL)
+def test_gru_training_small(cfg: tuple[int, int, int, int, int, bool]) -> None:
+    """Small shapes, where the backward's step terms and copies weigh most: within 4 % over and
+    0.5 % under (the model was up to 15 % over). The rest over is the consumer's copy, which the
+    model counts until the GRU's backward while PyTorch frees the output it replaces earlier (the
+    hand-written ``forward``'s local ``out``, which the DSL network cannot see, lives until then)."""
+    for mode, err in _errors(cfg, ("train/adam", "train/sgd")):
+        assert -0.005 <= err <= 0.04, (mode, f"{err:+.2%}")
+
+
+@pytest.mark.parametrize("cfg", [*SIZES, (64, 32, 300, 128, 1, True), (8, 50, 512, 64, 1, False), *SMALL])
 def test_gru_inference(cfg: tuple[int, int, int, int, int, bool]) -> None:
     """No-grad forward: the last direction's projection beside the step outputs and stacks, or (wide
-    inputs) both directions' projections and the input copy (the model was up to 18 % over)."""
+    inputs) both directions' projections and the input copy, or (below 4 steps) a step's cell
+    temporaries; the earlier layers' last hidden states: exact within 0.1 % (was up to 18 % over and
+    2 % under)."""
     for mode, err in _errors(cfg, ("inference",)):
-        assert -0.01 <= err <= 0.01, (mode, f"{err:+.2%}")
+        assert -0.001 <= err <= 0.001, (mode, f"{err:+.2%}")
 
 
 @pytest.mark.parametrize(

@@ -182,7 +182,11 @@ def cpu_conv_working_sets(
     (grouped ones with more than ``B`` channels per group) take a plain path: a fixed 36 KB buffer,
     then two input-gradient-sized copies. Backward weights: the output gradient and the input in
     blocked layouts; AVX-512 runs its AVX2 kernel for 4 to 15 input channels and its first-layer kernel
-    for 1-3 (AVX2: for 3); 16-bit kernels add an fp32 accumulator and transposed copies of one sample.
+    for 1-3 (AVX2: for 3); 16-bit kernels add an fp32 accumulator and transposed copies of one sample,
+    a 1x1 an fp32 accumulator of one sample's output in the forward, and first layers whose output
+    channels do not fill blocks, grouped convs whose channels per group do not fill 16-blocks and
+    depthwise kernels wider than 3 compute the weight gradient by im2col GEMM (allocator traces of
+    bfloat16 autocast steps, avx512_core_bf16, one thread: ``tests/test_memory_conv_bf16.py``).
     Where a kernel is missing (AVX2 with dilation, groups whose channels do not fill 8-blocks, ISAs
     before AVX2) oneDNN runs an im2col GEMM (columns of one sample and group; backward weights: 4
     weight-sized accumulators). Depthwise convs block the channels. Bias reorders (< 2 blocks) are
@@ -229,6 +233,9 @@ def cpu_conv_working_sets(
 
     col = cg * k2 * out_sp
     gemm = (maximum(col + 32, out), maximum(col + 32, gi) - w, maximum(col + 4 * w + 64, w))
+    # 16-bit backward weights by im2col GEMM: columns of one sample and group (none for an unstrided
+    # 1x1) and 4 fp32 weight-sized accumulators (8 units each); allocator traces, avx512_core_bf16
+    gemm16 = maximum(where(one & ~strided, 0, col + 64) + 8 * w + 128, w)
     big = 16 if backend.avx512 else 8
 
     def pad(c: Expr, n: int = big) -> Expr:
@@ -238,14 +245,24 @@ def cpu_conv_working_sets(
         """A strided 1x1 conv first subsamples one input sample (+ 32 elements)."""
         return where(one & strided, pad(cin, n) * out_sp + 32, 0)
 
-    def blocked_weights(n: int, first: Expr) -> Expr:
-        """Backward weights with ``n``-channel blocks (``first``: the plain input is read)."""
-        wg = pad(cout, n) * where(first, cin, pad(cin, n)) * k2
+    def blocked_weights(n: int, first: Expr, grouped: bool = False) -> Expr:
+        """Backward weights with ``n``-channel blocks (``first``: the plain input is read). 16-bit
+        kernels: an fp32 accumulator, transposed input and gradient; groups 1 not for a 1x1, grouped
+        ones for a 1x1 too, with 2 more rows per input channel (an upper bound of the traces)."""
+        wg = pad(cout, n) * where(first, cg, pad(cg, n)) * k2
         scratch = subsampled(n)
-        if half is not None:  # 16-bit kernels (not 1x1): fp32 accumulator, transposed input and gradient
+        if half is not None:
             rows = (sp[0] + 2 * top) * prod(sp[1:])
             tr = 2 * wg + where(first, 0, pad(cin, n) * rows) + pad(cout, n) * (out_sp + 2) + 4290
-            scratch = where(one, scratch, tr)
+            # a 1x1 of groups 1: an fp32 weight accumulator; strided: the subsampled input and an fp32
+            # output gradient; unstrided, below 256 output pixels, per pixel 2 bytes per input and
+            # output channel (the latter up to 256: an upper bound of the traces)
+            acc = 2 * pad(cin, n) * pad(cout, n)
+            sub = out_sp * (pad(cin, n) + 2 * cout) + acc + 256
+            small = out_sp * (pad(cin, n) + minimum(pad(cout, n), 256)) + 192
+            scratch = where(one, where(strided, sub, acc + where(out_sp < 256, small, 64)), tr)
+            if grouped:
+                scratch = tr + where(one, 2 * pad(cin, n) * sp[0], 0)
         copies = b * pad(cout, n) * out_sp + where(first, 0, b * pad(cin, n) * sp_in) + scratch
         return maximum(copies + wg, wg + w) - w
 
@@ -259,7 +276,12 @@ def cpu_conv_working_sets(
         first = ~one & (cin < big)
         out_pad, in_pad = b * pad(cout) * out_sp, b * pad(cin) * sp_in
         w_fwd = pad(cout) * where(first, cin, pad(cin)) * k2
-        fwd = maximum(subsampled() + where(first, 0, in_pad) + w_fwd + out_pad - out, out_pad)
+        scratch = subsampled()
+        if half is not None:  # 16-bit 1x1: an fp32 accumulator of one sample's output (+ strided: the
+            # subsampled sample), allocator traces of channels 8-48, strides 1-2, batches 1-4
+            sub = where(strided, pad(cin) * out_sp + 64, 0)
+            scratch = where(one, pad(cout) * out_sp * 2 + 64 + sub, 0)
+        fwd = maximum(scratch + where(first, 0, in_pad) + w_fwd + out_pad - out, out_pad)
         if len(k) == 1 and not backend.avx512 and not isinstance(a.padding, str):
             # AVX2, conv1d: a dilated kernel with a left padding >= 4 that keeps the length runs the
             # im2col GEMM forward (allocator traces of nn.Conv1d, kernels 2-7, dilations 1-5)
@@ -267,7 +289,8 @@ def cpu_conv_working_sets(
             fwd = where(wide, gemm[0], fwd)
         data = maximum(out_pad + pad(cout) * pad(cin) * k2 + in_pad, in_pad + gi) - gi - w
         if half is not None:
-            weights = blocked_weights(big, first)
+            # a first-layer kernel whose output channels do not fill blocks: the im2col GEMM
+            weights = where(first & ~_multiple(cout, big), gemm16, blocked_weights(big, first))
         elif backend.avx512:
             weights = where(
                 ~one & (cin >= 4) & (cin < 16),
@@ -275,17 +298,25 @@ def cpu_conv_working_sets(
                 blocked_weights(16, ~one & (cin <= 3)),
             )
         else:
-            weights = where(dilated, gemm[2], blocked_weights(8, ~one & (cin == 3)))
+            # an input smaller than the kernel (a 5x5 on a 4x4 map) has no AVX2 backward-weights
+            # kernel either (allocator traces, kernels 3-7, inputs 1-14, strides 1-2, paddings 0-3)
+            smaller = any_(si < ki for si, ki in zip(sp, k))
+            weights = where(dilated | smaller, gemm[2], blocked_weights(8, ~one & (cin == 3)))
         return fwd, where(strided, strided_data, data), weights
 
     def depthwise() -> _Sets:
-        """oneDNN, one channel per group: the channels are blocked."""
+        """oneDNN, one channel per group: the channels are blocked. 16-bit kernels: a strided
+        backward data runs as a dense conv (plain output gradient, fp32 weights of ``B`` channels per
+        group, a per-sample buffer: an upper bound of the traces), kernels wider than 3 compute the
+        weight gradient by GEMM."""
         c_in, c_out, c_w = b * pad(cin) * sp_in, b * pad(cin) * out_sp, pad(cin) * k2
-        return (
-            maximum(c_in + c_w + c_out - out, c_out),
-            maximum(c_out + c_w + c_in, c_in + gi) - gi - w,
-            maximum(c_out + c_in + c_w, c_w + w) - w,
-        )
+        data = maximum(c_out + c_w + c_in, c_in + gi) - gi - w
+        weights = maximum(c_out + c_in + c_w, c_w + w) - w
+        if half is not None:
+            dense = out + 2 * big * cout * k2 + gi + (33816 + cin * sp_in) // 2
+            data = where(strided, maximum(dense, 3 * gi) - gi - w, data)
+            weights = where(any_(ki > 3 for ki in k), gemm16, weights)
+        return maximum(c_in + c_w + c_out - out, c_out), data, weights
 
     def grouped() -> _Sets:
         """oneDNN, other groups: plain layouts where the channels per group fill 8-blocks, else GEMM
@@ -296,13 +327,22 @@ def cpu_conv_working_sets(
         group are multiples of 4, or (AVX2) of 8; else the im2col GEMM (allocator traces of no-grad
         3x3 convs, channels per group 1-16 x 1-16, groups 2 and 4, AVX-512 and AVX2 emulated)."""
         in_blocks = _multiple(cg, 8) & _multiple(og, 8)
+        if half is not None:
+            # 16-bit backward weights: blocked where both channels per group fill 16-blocks, else GEMM
+            blocked = blocked_weights(16, Const(False), grouped=True)
+            weights16 = where(_multiple(cg, 16) & _multiple(og, 16), blocked, gemm16)
         gemm_fwd = Const(False) if backend.avx512 else ~in_blocks
         per_group = _group_blocks(cg, og, backend)
         fwd_gemm = ~(per_group | (_multiple(og, 8) & (cin < 8) & ~strided))
+        dense, dense_data = strided & (cg > big), strided_data
+        if half is not None:  # 16-bit: a strided 1x1 with 9-15 channels per group too (buffer: bounded)
+            dense = strided & ((cg > big) | (one & (cg > 8)))
+            buffer = (33816 + cin * sp_in) // 2
+            dense_data = maximum(out + cout * pad(cg) * k2 + gi + buffer, 3 * gi) - gi - w
         return (
             where(fwd_gemm, gemm[0], maximum(gi + w, out)),
-            where(strided & (cg > big), strided_data, where(gemm_fwd, gemm[1], maximum(out, gi - w))),
-            where(in_blocks, maximum(out + gi, w), gemm[2]),
+            where(dense, dense_data, where(gemm_fwd, gemm[1], maximum(out, gi - w))),
+            where(in_blocks, maximum(out + gi, w), gemm[2]) if half is None else weights16,
         )
 
     def dnn() -> _Sets:
@@ -322,7 +362,10 @@ def cpu_bf16_matmul_scratch(m: Expr, k: Expr, n: Expr) -> tuple[Expr, Expr, Expr
     runs it under CPU autocast: (forward, input gradient, weight gradient). Read off allocator traces
     (torch 2.13, one intra-op thread, avx512_core_bf16) of ``addmm``/``mm`` over m 8-4096, k and n
     10-2048: exact for k, n <= 512 in the forward (a packed 64-column weight block, an fp32
-    accumulator of at most 256 x 64 and 1 KB), within 35 % beyond; the weight gradient
+    accumulator of 64 columns and 1 KB), within 35 % beyond; the accumulator's rows are one of the
+    equal blocks the ``m`` rows are split into, at most 256 (the fewest blocks that divide ``m``:
+    ``ceil(m / ceil(m / 256))`` is exact where that count divides ``m``, an upper bound elsewhere;
+    105 shapes, m 130-3000, never under); the weight gradient
     (``grad.t() @ x``) copies blocks of the transposed gradient and accumulates the whole
     ``(n, k)`` block in fp32 once the reduction over ``m`` exceeds 512 rows (within 15 % except for
     n or k below 64). PyTorch hands oneDNN only products with ``m * k * n > 16**3``
@@ -330,7 +373,8 @@ def cpu_bf16_matmul_scratch(m: Expr, k: Expr, n: Expr) -> tuple[Expr, Expr, Expr
     kernels (AVX2), allocate none."""
 
     def forward(m: Expr, k: Expr, n: Expr) -> Expr:
-        return ceildiv(minimum(k, 512), 32) * 32 * 128 + minimum(m, 256) * minimum(n, 64) * 4 + 1024
+        block = ceildiv(m, ceildiv(m, 256))  # <= min(m, 256)
+        return ceildiv(minimum(k, 512), 32) * 32 * 128 + block * minimum(n, 64) * 4 + 1024
 
     rows = minimum(n, 256)
     small = 2 * rows * m + 256 * rows + 128 * m + 1152
@@ -436,6 +480,13 @@ def _balanced_max(terms: Sequence[Expr]) -> Expr:
     return items[0]
 
 
+# ops whose output keeps the layout of their first input (TensorIterator)
+_ELEMENTWISE = frozenset(
+    {"add", "sub", "mul", "dropout", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6",
+     "leaky_relu", "elu", "mish"}
+)  # fmt: skip
+
+
 class _Model:
     def __init__(self, net: Network, budget: Any, device: Any) -> None:
         self.net = net
@@ -507,7 +558,10 @@ class _Model:
             needs_grad[out] = any(needs_grad[i] for i in ins) or not (
                 node.info.params.is_const and node.info.params.value == 0
             )
-            flash = not (self.gpu or self.train) and _flash_transpose(net, node)
+            # a traced model's transpose back is a view in training too: the kernel wrote its output in
+            # the layout of a query that is itself a transposed view (``empty_like``), and its backward
+            # copies nothing
+            flash = not self.gpu and (net.permute_views or not self.train) and _flash_transpose(net, node)
             if mem.view or (mem.eval_view and not self.train) or flash:
                 alias[out] = alias[ins[0]]
                 continue
@@ -738,6 +792,30 @@ class _Model:
         mem = node.info.mem  # type: ignore[union-attr]
         if self.gpu and mem.cpu_kernels:
             return Const(0), Const(0), Const(0)
+        sets = self._kernel_sets(node)
+        if node.op == "layernorm" and self._strided(node.inputs[0]):
+            # ``native_layer_norm`` and its backward make a contiguous copy of a strided input
+            # (allocator traces of a ViT's transposed patch embeddings, torch 2.13)
+            copy = self.net.tensors[node.inputs[0]].numel * self.tensor_bytes(node.inputs[0])
+            sets = (sets[0] + copy, sets[1] + copy, sets[2] + copy)
+        return sets
+
+    def _strided(self, ti: int) -> bool:
+        """Whether tensor ``ti`` of a traced model is a strided (transposed) view or an elementwise
+        result of one (TensorIterator keeps its first operand's layout)."""
+        net = self.net
+        if not net.permute_views:
+            return False
+        p = net.nodes[net.producer[ti]]
+        if p.info is None:  # a select: strided if a case may be (an upper bound)
+            return any(self._strided(c) for _, c in p.cases)
+        if p.op == "permute":
+            return not _flash_transpose(net, p)
+        return p.op in _ELEMENTWISE and bool(p.inputs) and self._strided(p.inputs[0])
+
+    def _kernel_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
+        """:meth:`working_sets` as the kernels see contiguous inputs."""
+        mem = node.info.mem  # type: ignore[union-attr]
         if node.op in CONV_OPS and self.backend is not None:
             if node.index not in self.conv_sets:
                 x, y = self.net.tensors[node.inputs[0]].shape, self.net.tensors[node.output].shape
@@ -764,6 +842,8 @@ class _Model:
         fwd = mem.workspace
         if not self.train and mem.eval_workspace is not None:
             fwd = mem.eval_workspace
+            if mem.eval_workspace_avx2 is not None and self.backend is not None and not self.backend.avx512:
+                fwd = mem.eval_workspace_avx2  # oneDNN's kernels without AVX-512 (e.g. RNN weight padding)
         if not self.train and self.gpu and node.op in MAX_POOL_OPS:
             # CUDA dispatches max pooling to ``max_pool*_with_indices`` under no_grad too (the CPU has
             # an index-free kernel): the int64 indices live with the output until the op returns
@@ -929,6 +1009,10 @@ class _Model:
         saved = self.saved_copies.get(node.index, ())
         casts = self.casts.get(node.index, ())
         fwd = sum_(b for s, b, _, _ in casts if s not in saved)  # unsaved copies: one at a time
+        if node.op == "attention":
+            # the projections' input copy is freed before the output projection: it never meets the
+            # output (the working set's q, k, v are there either way; allocator traces, torch 2.13)
+            fwd = maximum(fwd - self.roots[node.output].size, 0)
         grads = [s for s in saved if self.needs_grad[node.inputs[int(s[2:])]]]
         slack = sum_(b for s, b, _, _ in casts if s in grads)
         if self.backend is None or not self.backend.bf16 or node.op not in ("linear", "attention"):

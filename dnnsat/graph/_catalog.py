@@ -111,7 +111,8 @@ class Mem:
     ``"out"``; parameters excluded); ``extra``: other tensors kept for backward, allocated in the
     forward; ``view``: the output aliases input 0 (no allocation); ``eval_view``: the same in eval
     mode only; ``workspace`` / ``eval_workspace`` (default: ``workspace``): transient tensors of a
-    training / eval forward, alive with the output; ``backward``: transient tensors of the backward
+    training / eval forward, alive with the output (``eval_workspace_avx2``: the eval ones where
+    oneDNN runs without AVX-512, when they differ); ``backward``: transient tensors of the backward
     besides the input gradients (``backward_frozen``: when no input needs a gradient; default:
     ``backward``); ``largest_param``: elements of the largest parameter tensor (default: all params);
     ``param_tensors``: elements of every parameter tensor in the order the module registers them
@@ -129,6 +130,7 @@ class Mem:
     eval_view: bool = False
     workspace: Sizes = ()
     eval_workspace: Sizes | None = None
+    eval_workspace_avx2: Sizes | None = None
     backward: Sizes = ()
     backward_frozen: Sizes | None = None
     largest_param: Expr | None = None
@@ -1089,65 +1091,121 @@ def _rnn_backward(parts: list[tuple[Expr, Expr, Expr]]) -> Expr:
     return out if out is not None else Const(0)
 
 
+def _lstm_copy(b: Expr, s: Expr, n: Expr) -> Expr:
+    """``n`` elements where a ``(B, S, ...)`` view of a ``(S, B, ...)`` tensor (or back) is not
+    contiguous (``B > 1`` and ``S > 1``), else 0: the copy a kernel that needs a dense tensor makes."""
+    return where((b > 1) & (s > 1), n, 0)
+
+
+def _lstm_scratch(b: Expr, h: Expr, steps: Expr) -> Expr:
+    """oneDNN's training scratchpad of one LSTM layer and direction (``rnn_utils::set_offsets``, fp32
+    elements): the gates of ``steps`` steps (``ld(4H)`` wide), the hidden state and its gradient
+    (``ld(H)`` wide), each page-aligned, and a fixed 1166 (pointer arrays; allocator traces)."""
+    return _pages(steps * b * _ld(4 * h)) + 2 * _pages(b * _ld(h)) + 1166
+
+
 def _lstm_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Mem:
     """Memory of ``nn.LSTM`` on the CPU: oneDNN's RNN (``aten::mkldnn_rnn_layer``, one call per layer
-    and direction; fp32 elements, 4-byte "act" units).
+    and direction; fp32 elements, 4-byte "act" units). ``ld(n)``: :func:`_ld`; ``pages``: :func:`_pages`.
 
-    Read off allocator traces (torch 2.13, one thread, avx512_core_bf16; 135 single layers, batch
-    1-8, sequence 1-16, inputs 1-40, hidden 1-100; with AVX2 emulated the same or smaller, eval
-    weights padded to 64 instead of 128, checked on the families): the training workspace kept for backward is
-    exactly ``pages(S*B*ld(4H)) + 2*pages(2*(S+1)*B*H) + 3*pages(2*(S+1)*B*ld(max(F, H))) +
-    pages(S*B*ld(H))`` (:func:`_ld`, :func:`_pages`); besides it the layer keeps its output, ``h_n``,
-    ``c_n``, the summed bias and (first layer, ``batch_first``) a contiguous copy of the input, and
-    ``nn.LSTM`` allocates zero initial states. Transient: weights reordered to ``F x ld(4H)`` and
-    ``H x ld(4H)`` (eval: ``4H`` padded to 128) and a scratchpad (training: an upper bound fitted to
-    the same traces, ``B'`` = max(B, 2): ``4238 + pages(S*B'*ld(4H))``; eval: exact, below); the
-    backward adds the weight gradients in ``ld(F) x 4H`` / ``ld(H) x 4H`` buffers, the output
-    gradient's copy and the input gradient. Eval keeps the earlier layers' outputs (and,
-    bidirectional, each direction's beside their concatenation) until the op returns.
+    Training, exact against allocator traces (torch 2.13, one thread, avx512_core_bf16 and AVX2; see
+    ``tests/test_memory_lstm.py``). Each layer-direction call keeps its workspace ``pages(S*B*ld(4H))
+    + 2*pages(2*(S+1)*B*H) + 3*pages(2*(S+1)*B*ld(max(F, H))) + pages(S*B*ld(H))``, its output, ``h_n``
+    and ``c_n``; ``nn.LSTM`` keeps zero initial states and (``batch_first``, ``B, S > 1``) a contiguous
+    copy of the input; bidirectional, each layer's concatenated output. Transient: the summed bias,
+    the weights reordered to ``F x ld(4H)`` and ``H x ld(4H)`` and the scratchpad
+    (:func:`_lstm_scratch`; the forward merges the gates of all steps below a batch of 128, the
+    backward always). The backward of a call adds the gradients of ``h_n``/``c_n`` (zeros), of
+    ``h0``/``c0`` and of its input, a contiguous copy of its output's gradient (where that is a
+    strided view), its weight gradients, oneDNN's ``ld(F) x 4H`` / ``ld(H) x 4H`` weight-gradient
+    buffers (where ``ld`` pads), the reorders, a bias gradient and the scratchpad; the second
+    direction of a layer meets the first one's input gradient. Eval keeps the earlier layers' outputs
+    (and, bidirectional, each direction's beside their concatenation) until the op returns.
     """
-    g4, kept, fwd, eval_ws = 4 * h, Const(0), Const(0), Const(0)
-    pad = ceildiv(g4, 128) * 128
+    g4 = 4 * h
+    sbh, bh = s * b * h, b * h
+    # the consumer's contiguous copy of the batch_first output (counted with what the op keeps, see
+    # the comment above :func:`_rnn_backward`); the forward and the backward are net of it
+    copy_out = _lstm_copy(b, s, s * b * dirs * h)
     parts: list[tuple[Expr, Expr, Expr]] = []
+    calls: list[tuple[int, Expr, Expr]] = []  # (layer, transient of the forward call, kept)
+    cats: Expr = Const(0)
     for layer in range(layers):
         f = fin if layer == 0 else dirs * h
         ws = (
             _pages(s * b * _ld(g4)) + 2 * _pages(2 * (s + 1) * b * h)
             + 3 * _pages(2 * (s + 1) * b * _ld(maximum(f, h))) + _pages(s * b * _ld(h))
         )  # fmt: skip
-        mb = maximum(b, 2)  # the scratchpad of a batch of 1 is sized like a batch of 2
-        scratch = 4238 + _pages(s * mb * _ld(g4))
-        # inference puts every part in oneDNN's scratchpad, page-aligned (``rnn_utils``): the h and c
-        # states of two layers over S + 1 steps, the gates of one step (of every step at batch 1, whose
-        # input allows one merged GEMM), the hidden state, and a fixed tail (1238: an upper bound):
-        # allocator traces, exact on 21 shapes (batch 1-128, S 1-100, F 3-600, H 8-512)
-        merged = where(eq(b, Const(1)), s, 1)
-        eval_scratch = (
-            _pages(2 * (s + 1) * b * _ld(maximum(f, h))) + _pages(2 * (s + 1) * b * h)
-            + _pages(merged * b * _ld(g4)) + _pages(b * _ld(h)) + 1238
-        )  # fmt: skip
-        last_out = 0 if (layer == layers - 1 and dirs == 1) else s * b * h  # else: the op's output
-        cat = s * b * dirs * h if dirs == 2 and layer < layers - 1 else 0
-        kept = kept + dirs * (ws + 2 * b * h + g4) + (dirs - 1) * s * b * h + last_out + cat
-        fwd = maximum(fwd, (f + h) * _ld(g4) + scratch)
-        eval_ws = maximum(eval_ws, (f + h) * pad + eval_scratch)
-        grads = (_ld(f) + _ld(h)) * g4 + (f + h) * _ld(g4) + scratch
-        own = g4 * (f + h)
-        peak = own + grads + s * b * (h + f) + 6 * b * h + g4
-        parts[:0] = [(peak, own, ws + 2 * b * h + g4)] * dirs  # the top layer is differentiated first
-    states = 2 * layers * dirs * b * h
-    # eval: the layers' outputs but the op's own (dirs 2: each direction's, then their concatenation);
-    # the last bidirectional layer's two outputs exist with the second call's scratchpad and weights,
-    # or (once it returned) with their concatenation, the op's output: the larger of the two
-    per_dir = (layers - 1) * dirs
-    cats = (layers - 1) * s * b * dirs * h if dirs == 2 else 0
-    outs = layers * dirs * (2 * b * h + g4) + per_dir * s * b * h + cats
-    last = maximum(eval_ws, dirs * s * b * h) if dirs == 2 else eval_ws
+        reorders = (f + h) * _ld(g4)
+        fwd_scratch = _lstm_scratch(b, h, where(b < 128, s, 1))
+        keep = ws + 2 * bh + sbh
+        calls += [(layer, g4 + reorders + fwd_scratch, keep)] * dirs
+        if dirs == 2 and layer < layers - 1:
+            cats = cats + s * b * 2 * h
+        # backward: oneDNN's weight-gradient buffers where ld pads (else it writes the gradients)
+        pads = where(eq(_ld(f), f), 0, _ld(f) * g4) + where(eq(_ld(h), h), 0, _ld(h) * g4)
+        own = g4 * (f + h) + 2 * g4
+        grad_copy = _lstm_copy(b, s, sbh) if layer == layers - 1 and dirs == 1 else Const(0)
+        if dirs == 2:
+            grad_copy = where(s * b > 1, sbh, 0)
+        # the zero h_n/c_n and the h0/c0 gradients (4BH), the input's gradient, the summed bias and
+        # oneDNN's bias gradient (2*4H); b_hh's gradient is made after the scratchpad is freed (-4H)
+        bwd_scratch = _lstm_scratch(b, h, s)
+        peak = grad_copy + 4 * bh + s * b * f + own + g4 + pads + reorders + bwd_scratch
+        below = s * b * 2 * h if layer > 0 else 0  # the layer's input, released with both directions
+        # the direction differentiated second meets the first one's input gradient
+        second = (peak + below, own, keep + below)
+        parts[:0] = [(peak, own, keep), second] if dirs == 2 else [(peak, own, keep)]
+    # forward: a call beside what the earlier ones keep; net of what the op keeps by its end (the later
+    # calls', the concatenations of this layer on, the consumer's copy); then h_n and c_n are stacked
+    later: Expr = Const(0)
+    fwd: Expr = 2 * layers * dirs * bh
+    for i in range(len(calls) - 1, -1, -1):
+        layer, transient, keep = calls[i]
+        cat_on = (layers - 1 - layer) * s * b * 2 * h if dirs == 2 else 0
+        fwd = maximum(fwd, transient - later - cat_on)
+        later = later + keep
+    states = 2 * layers * dirs * bh
+
+    def eval_working_set(block: Expr) -> Expr:
+        """No-grad forward working set with the eval weights' ``4H`` padded to a multiple of ``block``."""
+        ws: Expr = Const(0)
+        for layer in range(layers):
+            f = fin if layer == 0 else dirs * h
+            # inference puts every part in oneDNN's scratchpad, page-aligned (``rnn_utils``): the h and
+            # c states of two layers over S + 1 steps, the gates of one step (of every step at batch 1,
+            # whose input allows one merged GEMM), the hidden state, and a fixed tail (1238: an upper
+            # bound): allocator traces, exact on 21 shapes (batch 1-128, S 1-100, F 3-600, H 8-512)
+            merged = where(eq(b, Const(1)), s, 1)
+            eval_scratch = (
+                _pages(2 * (s + 1) * b * _ld(maximum(f, h))) + _pages(2 * (s + 1) * b * h)
+                + _pages(merged * b * _ld(g4)) + _pages(b * _ld(h)) + 1238
+            )  # fmt: skip
+            ws = maximum(ws, (f + h) * (ceildiv(g4, block) * block) + eval_scratch)
+        # the layers' outputs but the op's own (dirs 2: each direction's, then their concatenation);
+        # the last bidirectional layer's two outputs exist with the second call's scratchpad and
+        # weights, or (once it returned) with their concatenation, the op's output: the larger
+        per_dir = (layers - 1) * dirs
+        eval_cats = (layers - 1) * s * b * dirs * h if dirs == 2 else 0
+        outs = layers * dirs * (2 * bh + g4) + per_dir * sbh + eval_cats
+        last = maximum(ws, dirs * sbh) if dirs == 2 else ws
+        return b * s * fin + 2 * states + outs + last
+
+    x_copy = _lstm_copy(b, s, b * s * fin)
+    # single direction: the last call's output is the op's and is saved for backward
+    kept = later + cats - (sbh if dirs == 1 else 0)
+    frozen = _rnn_backward(parts) - copy_out
     return Mem(
-        extra=((kept + b * s * fin + states + s * b * dirs * h, "act"),),  # + the consumer's copy
-        workspace=((fwd, "act"),),
-        eval_workspace=((b * s * fin + 2 * states + outs + last, "act"),),
-        backward=((_rnn_backward(parts), "act"),),
+        saves=("out",) if dirs == 1 else (),
+        extra=((kept + x_copy + states + copy_out, "act"),),
+        workspace=((fwd - copy_out, "act"),),
+        # the eval weights' 4H padded to 128 (AVX-512); without AVX-512 to 64 but at batch 1
+        eval_workspace=((eval_working_set(Const(128)), "act"),),
+        eval_workspace_avx2=((eval_working_set(where(eq(b, Const(1)), 128, 64)), "act"),),
+        # the input's gradient, when it needs one, is the model's (one direction; bidirectional: the
+        # second direction's is added to the first's, bounded by the frozen case)
+        backward=((frozen - (s * b * fin if dirs == 1 else 0), "act"),),
+        backward_frozen=((frozen, "act"),),
         largest_param=g4 * maximum(maximum(fin, dirs * h) if layers > 1 else fin, h),
         cpu_kernels=True,
     )
@@ -1162,11 +1220,17 @@ def _gru_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Me
     outputs until the stack (the ``batch_first`` copy of the input lives until the projection is
     computed); the backward (one autograd node per step, releasing that step's tensors) holds a
     step's ``3H x H`` weight-gradient chunk and the new out-of-place sum besides the accumulated
-    parameter gradients, and the step's gate gradients. Checked against allocator traces at the sizes
-    users train (``tests/test_memory_rnn.py``: within 1 %); upper bounds where a trace left a choice.
+    parameter gradients, keeps every step's input-gate gradient for the projection's, and runs the
+    directions one after the other. Checked against allocator traces (``tests/test_memory_rnn.py``:
+    eval exact, training within 1 % at the sizes users train, 4 % on small ones, where the consumer's
+    copy counted until the op's backward is the rest); upper bounds where a trace left a choice.
     """
     g3, kept, eval_ws = 3 * h, Const(0), Const(0)
+    # ``batch_first`` tensors are transposed to (and from) time-major ones: a copy unless the batch or
+    # the sequence is 1, where the transposed layout is a row-major view (allocator traces)
+    copies = (b >= 2) & (s >= 2)
     parts: list[tuple[Expr, Expr, Expr]] = []
+    frozen_parts: list[tuple[Expr, Expr, Expr]] = []
     for layer in range(layers):
         f = fin if layer == 0 else dirs * h
         # a layer's output (bidirectional: the directions' outputs concatenated, then freed) is the
@@ -1180,28 +1244,53 @@ def _gru_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Me
         # at the last direction's projection: its copy of a batch_first input (the first layer's;
         # later layers read the previous output), every direction's projection and the earlier
         # direction's step outputs and stack (the op's output is not there yet)
-        copy = b * s * f if layer == 0 else 0
-        project = copy + dirs * s * b * g3 + (dirs - 1) * 2 * s * b * h - s * b * dirs * h
-        eval_ws = maximum(eval_ws, maximum(stack, project) + prev)
-        # a layer's first steps: the hidden-weight gradient, a step's chunk and their out-of-place
-        # sum; its end: all its weight gradients, the projection's gradient and the input's (the
-        # input-weight gradient is computed last, once the steps have released what they kept); the
-        # two directions of a layer are differentiated interleaved: one's end meets the other's step
-        # gradients
-        own, steps = g3 * (f + h), s * (b * g3 + 4 * b * h)
-        peak = maximum(3 * g3 * h + b * g3 + 4 * b * h, own + s * b * g3 + b * s * f - steps)
-        peak = peak + (dirs - 1) * (b * g3 + 4 * b * h)
-        parts[:0] = [(peak, own, steps)] * dirs
+        x_copy = where(copies, b * s * f, 0) if layer == 0 else 0
+        project = x_copy + dirs * s * b * g3 + (dirs - 1) * 2 * s * b * h - s * b * dirs * h
+        # at the last direction's last step: its projection, the hidden projection and the fused
+        # cell's two ``B x H`` temporaries, the earlier steps' outputs, the earlier direction's outputs
+        # and stack (the larger below 4 steps)
+        cell = s * b * (g3 + (dirs - 1) * 2 * h - dirs * h) + b * (g3 + (s + 1) * h)
+        # the earlier layers' last hidden states wait for the final ``h_n`` stack
+        eval_ws = maximum(eval_ws, maximum(stack, project, cell) + prev + layer * dirs * b * h)
+        # backward (allocator traces; relative to what the layer-direction keeps, the gradient of its
+        # output and the parameter gradients the model counts with the op, biases included): the
+        # directions run one after the other (autograd's sequence numbers); from the second step on a
+        # step holds the hidden-weight gradient, its new chunk and their out-of-place sum, having
+        # released 4 ``B x H`` of what its step and the last one kept; at the end the steps' input-gate
+        # gradients are stacked beside themselves (unidirectional: the output gradient, sliced per
+        # step, is gone), then the input-weight gradient and the input's (a later layer's: each
+        # direction's, then their sum) are computed from the stack
+        own, steps, w = g3 * (f + h), s * (b * g3 + 4 * b * h), g3 * h
+        step = where(s >= 2, 3 * w - 7 * b * h, w - 3 * b * h)
+        end = b * h - (s * b * h if dirs == 1 else 0) - steps
+        stacked, projected = w + 2 * s * b * g3 + end, own + s * b * g3 + end
+        # the input gradient: the first direction's lives through the second's backward, then the two
+        # are summed out of place
+        x_grad = s * b * f
+        first = maximum(step, stacked, projected + x_grad)
+        second = maximum(step + x_grad, stacked + x_grad, projected + 3 * x_grad)
+        # the first layer's input needs no gradient (``backward_frozen``): no input gradients
+        frozen = maximum(step, stacked, projected) if layer == 0 else None
+        # released once a direction is differentiated: its steps, its copy of a batch_first input
+        # (the first layer's); once the layer is, the previous layer's output its projections saved
+        mine = steps + (where(copies, b * s * fin, 0) if layer == 0 else 0)
+        last = mine + (s * b * dirs * h if layer > 0 else 0)
+        layer_parts = [(first, own, last)] if dirs == 1 else [(first, own, mine), (second, own, last)]
+        parts[:0] = layer_parts
+        frozen_parts[:0] = layer_parts if frozen is None else [(frozen, own, p[2]) for p in layer_parts]
     states = layers * dirs * b * h
+    copy = where(copies, s * b * dirs * h, 0)  # the consumer's contiguous copy of the output
     return Mem(
         # each direction projects its own contiguous copy of a batch_first input; + the consumer's copy
-        extra=((kept + dirs * b * s * fin + 2 * states + s * b * dirs * h, "act"),),
+        extra=((kept + where(copies, dirs * b * s * fin, 0) + 2 * states + copy, "act"),),
         # the last layer ends with its (last direction's) input projection and, bidirectional, both
         # directions' outputs beside their concatenation; the consumer's copy counted in ``extra`` is
         # made after they are freed
         workspace=((s * b * (g3 + (dirs - 1) * 2 * h - dirs * h), "act"),),
         eval_workspace=((eval_ws + states, "act"),),
-        backward=((_rnn_backward(parts) - s * b * dirs * h, "act"),),  # the copy: freed by now
+        # the consumer's copy and the states (zero initial ones, h_n) are freed by now
+        backward=((_rnn_backward(parts) - copy - 2 * states, "act"),),
+        backward_frozen=((_rnn_backward(frozen_parts) - copy - 2 * states, "act"),),
         largest_param=g3 * maximum(maximum(fin, dirs * h) if layers > 1 else fin, h),
         cpu_kernels=True,
     )

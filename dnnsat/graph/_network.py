@@ -177,6 +177,9 @@ class Network:
         # variable of a traced ``forward``) until that node has run, where the condition holds; the
         # memory model counts it as a use there (``dnnsat.torch.from_torch`` fills it, DSL networks not)
         self.held: list[tuple[int, int, Expr]] = []
+        # ``permute`` ops are a torch model's transposes, strided views (``dnnsat.torch.from_torch``), not
+        # the contiguous copies a DSL network's make
+        self.permute_views = False
         self._gate: Expr = Const(True)
         self._counts: dict[str, int] = {}
         self._built: _Built | None = None

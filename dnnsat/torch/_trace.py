@@ -263,6 +263,7 @@ class _Trace(Recorder):
         self.memo: dict[int, Any] = {}
         self.cache = cache  # shared by the regions: ops' OpInfo, guards decided on the whole space
         self.net = Network("from_torch", infer_cache=cache)
+        self.net.permute_views = True
         self.shapes: dict[int, tuple[Tensor | Any, tuple[Any, ...]]] = {}  # storage -> (tensor, shape)
         self.params: dict[int, STensor] = {}  # id(parameter) -> its parameter node
         self.counted: set[int] = set()  # ids of parameters counted by an op
@@ -1893,6 +1894,7 @@ def _merge_with(
             held.setdefault((keys[r.net.producer[ti]], keys[h]), set()).add(k)
     order = _topological(after, appearance)
     net = Network("from_torch", infer_cache=cache)
+    net.permute_views = True
     made: dict[Any, Tensor] = {}
     names: dict[Any, str] = {}
     # a select is made as soon as its last case exists, so that tensor indices follow production
