@@ -11,7 +11,8 @@ answer is exact (the Problem's own answer); the Guard only gets it cheaper:
   with :meth:`Guard.add_witness`) confirms most proposals with one vectorized ``check_batch``, and the
   last witness of each thread with one exact check;
 * when few completions remain, all of them are checked in one vectorized call instead of a search;
-* a repair that changes one parameter is found with one vectorized call;
+* a repair that changes one or two parameters is found with one vectorized call
+  (:mod:`dnnsat._few_changes`);
 * ``feasible_values`` and ``feasible_intervals`` answers are kept in LRU caches shared by every Guard
   of the problem in the process.
 
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from ._few_changes import Moves, nearest_changes
 from ._pickling import RebuiltOnUnpickle, SharedCounters
 from .problem import _py
 
@@ -81,13 +83,15 @@ class DecisionCounts:
 class GuardStats(DecisionCounts):
     """Counters of one Guard: the outcomes of :meth:`Guard.decide` (:class:`DecisionCounts`);
     ``repairs``: calls of :meth:`Guard.repair` that changed something;
-    ``pool_hits``/``enumerations``/``one_change_repairs``/``solver_calls``: which path answered.
+    ``pool_hits``/``enumerations``/``one_change_repairs``/``two_change_repairs``/``solver_calls``:
+    which path answered.
     """
 
     repairs: int = 0
     pool_hits: int = 0
     enumerations: int = 0
     one_change_repairs: int = 0
+    two_change_repairs: int = 0
     solver_calls: int = 0
 
 
@@ -273,11 +277,6 @@ class Guard(RebuiltOnUnpickle, SharedCounters):
         self._order = list(space.conditional_order)
         self._names = frozenset(space.names)
         self._conditional = any(space[n].condition for n in space.names)
-        self._index = {  # position of each encoded value in a finite parameter's value list
-            n: {space[n].encode(v): i for i, v in enumerate(space[n].values())}
-            for n in space.names
-            if space[n].is_finite
-        }
         self._pruned: Space | None = None
         self._values: dict[str, list[Any]] | None = None
         if domains is not None:
@@ -405,7 +404,7 @@ class Guard(RebuiltOnUnpickle, SharedCounters):
 
         ``keep`` names values that must not change; ``within`` limits the values of some parameters.
         A complete configuration in the domain gets ``problem.repair``'s answer (fewest changed
-        parameters, then the smallest moves), found with one vectorized call when one change suffices.
+        parameters, then the smallest moves), found with vectorized calls when one or two changes suffice.
         Among equally good single changes ``ties="solver"`` keeps ``problem.repair``'s choice (its
         search runs); ``ties="order"`` takes the earlier parameter in the space's order (no search;
         distances over the domain's length), the rule DnnSATSampler has always used.
@@ -420,7 +419,7 @@ class Guard(RebuiltOnUnpickle, SharedCounters):
         if len(clean) == len(config) and not self.missing(clean):
             if self.problem.satisfied(clean):
                 return {k: clean[k] for k in self._order if k in clean}
-            repaired = self._repair_one(clean, keep, ties)
+            repaired = self._repair_few(clean, keep, ties)
             if repaired is None:
                 self._bump(solver_calls=1)
                 repaired = self.problem.repair(clean, fixed=sorted(keep))
@@ -711,44 +710,22 @@ class Guard(RebuiltOnUnpickle, SharedCounters):
         self._bump(enumerations=1)
         return tuple(own[i] for i in range(len(own)) if i in hit)
 
-    def _repair_one(self, candidate: dict[str, Any], keep: set[str], ties: str) -> dict[str, Any] | None:
-        """The best repair that changes one parameter, from one vectorized check; None when no single
-        change works (or, with ``ties="solver"``, when two are equally good: ``problem.repair`` decides).
+    def _repair_few(self, candidate: dict[str, Any], keep: set[str], ties: str) -> dict[str, Any] | None:
+        """The best repair that changes one parameter (``ties="solver"``: else two), from vectorized
+        checks (:mod:`dnnsat._few_changes`); None when none is found or, with ``ties="solver"``, two
+        are equally good (``problem.repair`` then decides).
 
-        ``"solver"``: ``problem.repair``'s objective (index distance over the domain's length - 1).
-        ``"order"``: index distance over the domain's length, ties to the earlier parameter in the
-        space's order, then the earlier value.
+        ``"solver"``: ``problem.repair``'s objective (fewest changes, then the summed index distance
+        over the domain's length - 1). ``"order"``: one change only, index distance over the domain's
+        length, ties to the earlier parameter in the space's order, then the earlier value.
         """
         if self._conditional or any(not self.space[k].is_finite for k in candidate):
             return None
-        rows: list[tuple[str, Any, float]] = []
-        for k in self._order:
-            if k in keep or k not in candidate:
-                continue
-            param, index = self.space[k], self._index[k]
-            origin = index[param.encode(candidate[k])]
-            scale = len(index) if ties == "order" else max(len(index) - 1, 1)
-            for v in self.domains.get(k, []):
-                i = index[param.encode(v)]
-                if i != origin:
-                    rows.append((k, v, abs(i - origin) / scale))
-        if not rows:
-            return None
-        n = len(rows)
-        # dtype=object: a numpy string array would be fixed-width and cut longer labels ("skip_connect")
-        columns: dict[str, np.ndarray] = {k: np.array([v0] * n, dtype=object) for k, v0 in candidate.items()}
-        for r, (name, v, _) in enumerate(rows):
-            columns[name][r] = v
-        ok = np.flatnonzero(self.problem.check_batch(columns))
-        if not len(ok):
-            return None
-        dist = sorted(rows[r][2] for r in ok)
-        if ties == "solver" and len(dist) > 1 and dist[1] - dist[0] <= 1e-12:
-            return None
-        best = min(ok, key=lambda r: (rows[r][2], r))
-        name, value, _ = rows[best]
-        self._bump(one_change_repairs=1)
-        return {**candidate, name: value}
+        moves = Moves.of(self.space, candidate, self._order, self.domains, keep, by_length=ties == "order")
+        repaired, changes = nearest_changes(self.problem, candidate, moves, ties)
+        if repaired is not None:
+            self._bump(**{"one_change_repairs" if changes == 1 else "two_change_repairs": 1})
+        return repaired
 
     def _extendable(self, partial: Mapping[str, Any]) -> bool:
         values = self.domains

@@ -4,19 +4,36 @@ Used only by the point evaluator (interval bounds are not affected): conditions 
 at most two intervals of it (:func:`point_conditions`), a large integer maximum of sums (a memory peak)
 is one numpy sweep over the changes between its moments (:class:`Peak`), and locals read only under a
 taken branch are computed under that branch's condition (:func:`guards`, :func:`schedule`,
-:func:`reassigns`).
+:func:`reassigns`). Given the box the values lie in, conditions constant there fold, integer terms and
+divisions by constants take exact cheaper forms (:func:`point_conditions`), and each choice of a
+structural parameter gets its own variant (:func:`split`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import itertools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
 
-from .expr import _COMPARE, _LOGIC, Const, Expr, _nary_leaves, _rebuild, compile_scalar, topological
+from .expr import (
+    _COMPARE,
+    _LOGIC,
+    Const,
+    Expr,
+    _nary_leaves,
+    _py_truediv,
+    _rebuild,
+    compile_scalar,
+    interval,
+    topological,
+    variables,
+)
 
 _PEAK_MIN = 64  # fewest operands of an integer maximum that compile_scalar evaluates as a Peak
 _FLIP = {"lt": "gt", "le": "ge", "eq": "eq", "ne": "ne"}  # c OP x  ->  x FLIP[OP] c
@@ -100,20 +117,109 @@ def _compared(node: Expr) -> tuple[Expr, str, Any] | None:
     return None
 
 
-def point_conditions(roots: Sequence[Expr]) -> list[Expr]:
+#: real arithmetic on constants, as the generated code computes it (``min``/``max`` as its ternaries)
+_REAL_FOLD: dict[str, Callable[..., Any]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "neg": lambda a: -a,
+    "truediv": _py_truediv,
+    "min": lambda a, b: a if a <= b else b,
+    "max": lambda a, b: a if a >= b else b,
+}
+
+
+def box_bounds(
+    order: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None
+) -> dict[int, tuple[Any, Any]]:
+    """Sound interval bounds over ``box``, by node id, of the nodes under the conditions and divisions
+    of ``order`` (all a rewrite reads: a small part of a cost model); empty without a box or when
+    ``box`` misses a variable."""
+    targets = [n for n in order if n.sort == "bool" or n.op in ("truediv", "floordiv")]
+    if not box or not targets or not variables(targets) <= box.keys():
+        return {}
+    return interval(targets, box)
+
+
+def _int_form(op: str, args: Sequence[Expr], nonzero: bool, node: Expr | None = None) -> Expr:
+    """``op(*args)`` of integers with fewer operations where exact: ``k*x - x -> (k-1)*x``,
+    ``x + x -> 2*x``, ``k*x + k*y -> k*(x + y)``, ``k1*(k2*x) -> (k1*k2)*x`` and, when the divisor
+    cannot be 0 (``nonzero``), ``x // x -> 1`` (the others fold as usual; ``node``: the original, kept
+    when none applies to its own arguments)."""
+
+    def scaled(e: Expr) -> tuple[int, Expr] | None:
+        return (e.args[0].payload, e.args[1]) if e.op == "mul" and e.args[0].op == "const" else None
+
+    if len(args) == 2:
+        a, b = args
+        sa, sb = scaled(a), scaled(b)
+        if op == "sub" and sa and sa[1] is b:
+            return _int_form("mul", [Const(sa[0] - 1), b], nonzero)
+        if op == "add" and a is b:
+            return _int_form("mul", [Const(2), a], nonzero)
+        if op == "add" and sa and sb and sa[0] == sb[0]:
+            return _int_form("mul", [Const(sa[0]), _int_form("add", [sa[1], sb[1]], nonzero)], nonzero)
+        if op == "mul" and a.op == "const" and sb:
+            return _int_form("mul", [Const(a.payload * sb[0]), sb[1]], nonzero)
+        if op == "floordiv" and a is b and nonzero:
+            return Const(1)
+    if node is not None and all(x is y for x, y in zip(args, node.args)):
+        return node
+    return _rebuild(op, list(args))
+
+
+def _division_form(num: Expr, c: float, bounds: Mapping[int, tuple[Any, Any]]) -> tuple[Expr, float] | None:
+    """``num / c`` as ``x / c'`` with fewer operations, exactly: ``(1.0 * x) / c -> x / c`` (the same
+    conversion of ``x``) and ``(2**m * x) / c -> x / (c / 2**m)`` for an integer ``x`` whose bounds
+    keep ``2**m * x`` far from overflow (scaling by a power of two commutes with rounding)."""
+    x, changed = num, False
+    while x.op == "mul" and x.args[0].op == "const":
+        k, y = x.args[0].payload, x.args[1]
+        if k.__class__ is float and k == 1.0:
+            x, changed = y, True
+        elif (
+            k.__class__ is int
+            and k > 0
+            and k & (k - 1) == 0
+            and y.sort == "int"
+            and id(y) in bounds
+            and max(abs(bounds[id(y)][0]), abs(bounds[id(y)][1])) * k < 2**1000
+            and abs(c / k) > 2**-1000
+        ):
+            x, c, changed = y, c / k, True
+        else:
+            break
+    return (x, c) if changed else None
+
+
+def point_conditions(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None = None) -> list[Expr]:
     """``roots`` with every condition that combines comparisons of one expression with constants
     rewritten as at most two intervals of it (the same truth value at every point, NaN included).
 
     A gate ``layers > i`` or'ed and and'ed along a timeline becomes one comparison; the chains it
     was built from are no longer evaluated. The rewritten nodes serve point evaluation only: their
     interval bounds may differ, so the solver keeps the original ones.
+
+    With ``box`` (every variable's ``(lo, hi)``; the points evaluated must lie inside, with Python
+    ints for integer variables), a condition that is constant over the box becomes that constant (a
+    layer that cannot be absent, a channel count that cannot be 1), real arithmetic on constants is
+    folded as the generated code computes it (a gated chain whose gates are all decided becomes a
+    constant), integer terms take fewer operations (:func:`_int_form`) and so do divisions by a
+    constant (:func:`_division_form`).
     """
     order = topological(roots)
+    bounds = box_bounds(order, box)
+    fixed = {  # conditions with one truth value over the box
+        key: bool(lo)
+        for key, (lo, hi) in bounds.items()
+        if isinstance(lo, bool | np.bool_) and bool(lo) == bool(hi)
+    }
+    rewritten: dict[int, tuple[Any, Any]] = {}  # the bounds of the rewritten nodes (the same values)
     consts: dict[int, list[Any]] = {}
     for node in order:
         if (cmp := _compared(node)) is not None:
             consts.setdefault(id(cmp[0]), []).append(cmp[2])
-    if not consts:
+    if not consts and not bounds:
         return list(roots)
     regions: dict[int, _Regions] = {}
     masks: dict[int, tuple[_Regions, int]] = {}  # bool node -> its subject's regions, mask
@@ -139,17 +245,39 @@ def point_conditions(roots: Sequence[Expr]) -> list[Expr]:
                 if new is not None and sum(n.op in _COMPARE for n in topological([new])) > atoms[id(node)]:
                     new = None  # not cheaper than the original
         args = [memo[id(a)] for a in node.args]
-        if new is not None:
+        if id(node) in fixed and node.op != "const":
+            new = Const(fixed[id(node)])
+        elif new is not None:
             pass
         elif len(args) == 2 and args[0] is args[1] and args[0].sort == "int" and node.op in _SAME_SIDES:
             new = Const(_SAME_SIDES[node.op])  # x - x, x == x, ... of an integer
+        elif node.sort == "int" and bounds and node.op in ("add", "sub", "mul", "floordiv"):
+            lo, hi = bounds.get(id(node.args[1]), (0, 0))
+            new = _int_form(node.op, args, lo > 0 or hi < 0, node)  # (box points: integer values)
+        elif (
+            node.op == "truediv"
+            and bounds
+            and args[1].op == "const"
+            and args[1].payload.__class__ is float
+            and args[1].payload != 0
+            and (form := _division_form(args[0], args[1].payload, rewritten)) is not None
+        ):
+            new = Expr("truediv", (form[0], Const(form[1])), None, "real")
         elif all(a is b for a, b in zip(args, node.args)):
             new = node
         elif node.op in _LOGIC or node.op == "where" or node.sort == "int":  # these fold exactly
             new = _rebuild(node.op, args)
+        elif (
+            node.op in _REAL_FOLD
+            and all(a.op == "const" for a in args)
+            and math.isfinite(v := _REAL_FOLD[node.op](*(a.payload for a in args)))
+        ):
+            new = Const(v)
         else:  # real arithmetic is rebuilt as it is (no ``x + 0 -> x``: -0.0 + 0 is 0.0)
             new = Expr(node.op, tuple(args), node.payload, node.sort)
         memo[id(node)] = new
+        if id(node) in bounds:
+            rewritten.setdefault(id(new), bounds[id(node)])
     return [memo[id(r)] for r in roots]
 
 
@@ -254,24 +382,32 @@ class Peak:
         #: a run of moments with the same leaves peaks at its largest constant
         self.cmax = np.array([max(consts[a:b]) for a, b in zip(bounds, bounds[1:])], dtype=np.int64)
         self.idx, self.coef = np.array(idx, dtype=np.intp), np.array(coef, dtype=np.int64)
-        self.starts = np.array(starts, dtype=np.intp)
+        #: the last change of each run: the running total there is the run's sum of leaves
+        self.ends = np.array([*starts[1:], len(ks)], dtype=np.intp) - 1
+        #: the int-sort variables under the leaves: Python ints there make every leaf a Python int
+        self.int_vars = sorted(
+            {v.name for v in topological(self.leaves) if v.op == "var" and v.sort == "int"}
+        )
         #: leaf magnitudes up to this keep every partial sum within int64
         self.limit = (2**63 - 1 - max(abs(c) for c in self.cmax.tolist())) // max(sum(map(abs, coef)), 1)
         self._exact: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = None
 
     def __call__(self, env: Mapping[str, Any], values: tuple[Any, ...]) -> Any:
-        try:  # ints only: a float or numpy value makes the sum another type (fromiter would truncate)
-            v = np.fromiter(values, np.int64, len(values)) if type(sum(values)) is int else None
-        except OverflowError:
-            v = None
+        v = None
+        for name in self.int_vars:  # a float or numpy value: fromiter would truncate or change the type
+            if env[name].__class__ is not int:
+                break
+        else:
+            with contextlib.suppress(OverflowError):  # a value outside int64: the exact path
+                v = np.fromiter(values, np.int64, len(values))
         if v is None or v.max() > self.limit or v.min() < -self.limit:
             if self._exact is None:
                 self._exact = compile_scalar([self.node], point_forms=False)
             return self._exact(env)[0]
         x = v.take(self.idx)
         x *= self.coef
-        d = np.add.reduceat(x, self.starts)
-        np.cumsum(d, out=d)
+        np.cumsum(x, out=x)
+        d = x.take(self.ends)
         d += self.cmax
         return int(d.max())
 
@@ -296,6 +432,34 @@ def peaks(roots: Sequence[Expr]) -> dict[int, Peak]:
         if len(moments) >= _PEAK_MIN and (peak := Peak(node, moments)).worth:
             out[id(node)] = peak
     return out
+
+
+_SPLIT_MAX = 4  # most variants compile_scalar compiles for the choices of labelled categoricals
+
+
+def split_names(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> list[str]:
+    """The labelled categoricals (structural choices: a block type, an activation) under ``roots`` that
+    ``box`` leaves open, when their choices combine into at most ``_SPLIT_MAX`` variants; else ``[]``."""
+    names = sorted(
+        {n.payload[0] for n in topological(roots) if n.op == "var" and n.payload[1] is not None} & box.keys()
+    )
+    names = [n for n in names if box[n][0] < box[n][1]]
+    return names if math.prod(int(box[n][1]) - int(box[n][0]) + 1 for n in names) <= _SPLIT_MAX else []
+
+
+def split(
+    roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]], names: Sequence[str]
+) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """``compile_scalar(roots, box=box)`` as one variant per choice of the categoricals ``names``
+    (encoded as their index), each compiled with that choice fixed (its conditions folded)."""
+    variants: dict[Any, Callable[[Mapping[str, Any]], tuple[Any, ...]]] = {}
+    for combo in itertools.product(*(range(int(box[n][0]), int(box[n][1]) + 1) for n in names)):
+        fixed = {**box, **{n: (v, v) for n, v in zip(names, combo)}}
+        variants[combo if len(names) > 1 else combo[0]] = compile_scalar(roots, box=fixed)
+    if len(names) == 1:
+        (name,) = names
+        return lambda env: variants[env[name]](env)
+    return lambda env: variants[tuple(env[n] for n in names)](env)
 
 
 _GUARD_DEPTH = 8  # most nested conditions a local is computed under (Python allows 20 blocks)

@@ -4,7 +4,8 @@ wrapper does, whatever its tool.
 :class:`ProposalStats` counts the outcomes of per-parameter proposals (:func:`decision_counts` maps a
 :class:`~dnnsat._guard.Decision` to its counters); :func:`check_sample` keeps or repairs a proposal of
 several parameters at once (a relative sample), keeping the parameters already decided;
-:func:`vet` checks a whole configuration and repairs it on request; :func:`finished_constraints`
+:func:`vet` checks a whole configuration and repairs it on request (:class:`VetCounts` counts its
+outcomes); :func:`finished_constraints`
 gives the constraint values of a finished configuration and adds a feasible one to the witness pool.
 The adapters keep only their tool's terms (distributions, ids, attributes) around these answers.
 """
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ProposalStats",
     "SampleCheck",
+    "VetCounts",
     "Vetted",
     "check_sample",
     "decision_counts",
@@ -130,6 +132,30 @@ def vet(guard: Guard, config: Mapping[str, Any], repair: bool) -> Vetted:
     space = guard.space
     moved = any(not space[n].is_finite and fixed.get(n) != v for n, v in config.items())
     return Vetted(dict(fixed), "repaired", moved)
+
+
+@dataclass
+class VetCounts:
+    """Outcomes of whole configurations a tool proposed: ``proposals`` (counted by the caller, also
+    those it could not read), ``feasible`` as proposed, ``repaired`` (``float_repairs``: the part in
+    which a continuous ``Float`` moved) and ``rejected`` (discarded: rejected, unrepairable or
+    unreadable)."""
+
+    proposals: int = 0
+    feasible: int = 0
+    repaired: int = 0
+    float_repairs: int = 0
+    rejected: int = 0
+
+    def count(self, vetted: Vetted | None) -> None:
+        """Count one :func:`vet` answer (None: a proposal that could not be read)."""
+        if vetted is None or vetted.config is None:
+            self.rejected += 1
+        elif vetted.outcome == "feasible":
+            self.feasible += 1
+        else:
+            self.repaired += 1
+            self.float_repairs += vetted.float_moved
 
 
 def finished_constraints(guard: Guard, params: Mapping[str, Any]) -> dict[str, float] | None:

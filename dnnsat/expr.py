@@ -697,7 +697,7 @@ def _nary_leaves(node: Expr, uses: Mapping[int, int]) -> list[Expr]:
 
 
 def compile_scalar(
-    roots: Sequence[Expr], point_forms: bool = True
+    roots: Sequence[Expr], point_forms: bool = True, box: Mapping[str, tuple[Any, Any]] | None = None
 ) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
     """A function ``env -> tuple of values`` (one per root) over one assignment of Python numbers.
 
@@ -712,12 +712,28 @@ def compile_scalar(
     numpy sweep (``dnnsat._point_forms.Peak``), a local read only under ``where(c, ...)``'s taken
     branch is computed under ``if c:``, and ``where(c, a, b)`` whose ``b`` is read by nothing after it becomes
     ``if c: b = a`` (the latency model's chains ``where(gate, t + k, t)``).
+
+    ``box`` (with point forms; ``{name: (lo, hi)}`` of every variable, and the function is then only
+    called with values inside it, Python ints for integer variables, as ``Problem`` does): conditions
+    constant over the box are folded, integer terms and divisions by constants take exact cheaper
+    forms (``k*x - x -> (k-1)*x``, ``(2*x) / c -> x / (c/2)``, ...; see
+    ``dnnsat._point_forms.point_conditions``), and a few structural choices (labelled categoricals)
+    each get a variant compiled with the choice fixed (``dnnsat._point_forms.split``).
     """
-    from ._point_forms import guards, point_conditions, reassigns, schedule  # imports this module
+    from ._point_forms import (  # imports this module
+        guards,
+        point_conditions,
+        reassigns,
+        schedule,
+        split,
+        split_names,
+    )
     from ._point_forms import peaks as find_peaks
 
+    if point_forms and box and (names := split_names(roots, box)):
+        return split(roots, box, names)
     if point_forms:
-        roots = point_conditions(roots)
+        roots = point_conditions(roots, box)
     peaks = find_peaks(roots) if point_forms else {}
     order = topological(roots, lambda n: peaks[id(n)].leaves if id(n) in peaks else n.args)
     uses: dict[int, int] = {id(n): 0 for n in order}
@@ -844,11 +860,16 @@ def _codegen(roots: Sequence[Expr], emit: Callable[[Expr, list[str], str], list[
     return "\n".join(lines)
 
 
-def _dtype_plan(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None) -> set[int]:
-    """Nodes of integer sort that must be evaluated in float64 because they may exceed int64."""
+def _dtype_plan(
+    roots: Sequence[Expr],
+    box: Mapping[str, tuple[Any, Any]] | None,
+    bounds: Mapping[int, tuple[Any, Any]] | None = None,
+) -> set[int]:
+    """Nodes of integer sort that must be evaluated in float64 because they may exceed int64
+    (``bounds``: :func:`interval` of ``roots`` over ``box`` when already computed)."""
     if box is None:
         return set()
-    bounds = interval(roots, box)
+    bounds = interval(roots, box) if bounds is None else bounds
     wide: set[int] = set()
     for node in topological(roots):
         lo, hi = bounds[id(node)]
@@ -1096,16 +1117,20 @@ def compile_interval(
 
     ``lo`` and ``hi`` map variable names to arrays (one entry per box) or scalars. Bounds are exact
     at the corners for monotone terms and sound always: every value at a point in the box lies inside.
-    Booleans are bounded by ``(definitely true, possibly true)``. ``box`` (global variable bounds)
-    selects float64 for nodes that may leave int64. ``python=True`` evaluates Python numbers exactly
-    and takes a third argument, a dict that receives the bounds of every node (``id -> (lo, hi)``).
+    Booleans are bounded by ``(definitely true, possibly true)``. ``box`` (global variable bounds;
+    every box evaluated must lie within it) selects float64 for nodes that may leave int64 and the
+    cheaper exact form of ``where(c, x, 0)`` where ``x`` keeps one sign. ``python=True`` evaluates
+    Python numbers exactly and takes a third argument, a dict that receives the bounds of every node
+    (``id -> (lo, hi)``).
     """
     if python:
         return _interval_interpreter(roots)
-    wide = _dtype_plan(roots, box)
+    bounds = interval(roots, box) if box is not None else None
+    wide = _dtype_plan(roots, box, bounds)
+    signs = _gate_signs(roots, bounds, wide) if bounds is not None else None
     ns: dict[str, Any] = {"np": np, "_rules": _interval_rules(python=False), "_w": _as_float64}
     ns.update(_fdiv=_vfloordiv_pos, _cdiv=_vceildiv_pos, _tdiv=_vtruediv_pos)
-    src = _interval_source(roots, python=False, wide=wide)
+    src = _interval_source(roots, python=False, wide=wide, signs=signs)
     exec(compile(src, "<dnnsat.expr interval>", "exec"), ns)
     return ns["_f"]  # type: ignore[no-any-return]
 
@@ -1163,7 +1188,34 @@ def _reads_once(node: Expr) -> bool:
     return node.op not in ("min", "max", "where")
 
 
-def _interval_source(roots: Sequence[Expr], python: bool, wide: AbstractSet[int] = frozenset()) -> str:
+def _gate_signs(
+    roots: Sequence[Expr], bounds: Mapping[int, tuple[Any, Any]], wide: AbstractSet[int]
+) -> dict[int, int]:
+    """The integer ``where(c, x, 0)`` nodes (a tensor alive or not) whose ``x`` keeps one sign over
+    the whole domain (``bounds``: :func:`interval` over it): ``id -> 1`` (``x >= 0``) or ``-1``.
+
+    Over any box inside the domain their bounds then take one ``np.where`` (or product) each, equal
+    to the general rule's: with ``x >= 0`` it is ``[where(cl, xl, 0), where(cl | ch, xh, 0)]``.
+    """
+    out = {}
+    for node in topological(roots):
+        if node.op != "where" or node.sort != "int" or id(node) in wide:
+            continue
+        x, y = node.args[1], node.args[2]
+        if y.op != "const" or type(y.payload) is not int or y.payload != 0 or x.sort != "int":
+            continue
+        lo, hi = bounds[id(x)]
+        if lo >= 0 or hi <= 0:
+            out[id(node)] = 1 if lo >= 0 else -1
+    return out
+
+
+def _interval_source(
+    roots: Sequence[Expr],
+    python: bool,
+    wide: AbstractSet[int] = frozenset(),
+    signs: Mapping[int, int] | None = None,
+) -> str:
     """Source of ``_f(lo, hi)``: the bounds of ``roots``, one or two lines per stored node.
 
     The rules are those of :func:`_interval_rules` and :func:`_interval_text` (one-line rules inlined)
@@ -1173,7 +1225,9 @@ def _interval_source(roots: Sequence[Expr], python: bool, wide: AbstractSet[int]
     node with one use that reads each bound once is written inline (as :func:`compile_scalar` does).
     numpy: variables are cast like the interpreter casts them, the arguments of a ``wide`` node to
     float64, and each node's arrays are deleted after their last reader (memory traffic, not the
-    operations, dominated a batch of 2048 boxes when every node's arrays lived to the end: 2-3x).
+    operations, dominated a batch of 2048 boxes when every node's arrays lived to the end: 2-3x);
+    ``signs`` (:func:`_gate_signs`) picks the one-``np.where`` bounds of a gated tensor size (the
+    general rule's nested ``np.where`` with a scalar was 2-3x slower and most of a memory peak's time).
     """
     order = topological(roots)
     root_ids = {id(r) for r in roots}
@@ -1211,6 +1265,14 @@ def _interval_source(roots: Sequence[Expr], python: bool, wide: AbstractSet[int]
                     f"np.asarray(lo[{node.name!r}], dtype={dt})",
                     f"np.asarray(hi[{node.name!r}], dtype={dt})",
                 )
+        elif signs and id(node) in signs:  # where(c, x, 0), x of one sign (see _gate_signs)
+            (cl, ch), (xl, xh) = args[0], args[1]
+            either = f"({cl} | {ch})"
+            low, high = (cl, either) if signs[id(node)] > 0 else (either, cl)
+            if node.args[1].op == "const":
+                text = (f"np.where({low}, {xl}, 0)", f"np.where({high}, {xh}, 0)")
+            else:  # an int64 array times a condition: the same values, 2x faster than np.where
+                text = (f"{xl} * {low}", f"{xh} * {high}")
         elif op in _ONE_LINE:
             text = _interval_text(op, args, python)
         elif _by_constant(node):  # c * [xl, xh], [xl, xh] // c: two values (_imul, _idiv: each twice)

@@ -375,7 +375,11 @@ class Problem:
             else:
                 lhs_slots.append(None)
         roots = exprs + list(self.cost_exprs.values()) + lhs_exprs
-        scalar = compile_scalar(roots) if roots else (lambda env: ())
+        # every value _env passes is one of its finite parameter's encoded values: conditions constant
+        # over their range fold (not Float.bounds(): a grid value may pass `high` by a rounding error)
+        encoded = {n: self.space[n].encoded() for n in self.space if self.space[n].is_finite}
+        box = {n: (enc.min().item(), enc.max().item()) for n, enc in encoded.items()}
+        scalar = compile_scalar(roots, box=box) if roots else (lambda env: ())
         vector = compile_vectorized(exprs, box=engine._box) if exprs else None
         compiled = _Compiled(domain, engine, scalar, len(exprs), vector, lhs_slots)
         compiled.needed = set(domain.names) | set(domain.continuous) | set(domain.free)
@@ -454,8 +458,7 @@ class Problem:
     def costs(self, config: Mapping[str, Any]) -> dict[str, float]:
         """Named cost values of a configuration (``params``, ``flops``, ... when a model is given)."""
         _, vals = self._evaluate(config)
-        n = self._c().n_constraints
-        return {k: vals[n + i] for i, k in enumerate(self.cost_exprs)}
+        return dict(zip(self.cost_exprs, vals[self._c().n_constraints :]))  # the lhs values follow
 
     def check(self, config: Mapping[str, Any]) -> Verdict:
         """Exact verdict on one full configuration, with every violation and the costs."""

@@ -3,7 +3,9 @@
 The point forms are: conditions on one expression rewritten as intervals of it, integer ``x - x`` and
 ``x == x`` folded, a large integer maximum of sums evaluated by a numpy sweep (``Peak``), and nodes
 read only under ``where(c, ...)`` computed under ``if c:`` (chains ``where(c, t + k, t)`` assign in
-place). Interval bounds are not affected: only the point evaluator uses them.
+place). Given the box the values lie in (``box=``, as ``Problem`` passes it): conditions constant over
+the box folded, exact cheaper integer and division forms, and one variant per structural choice.
+Interval bounds are not affected: only the point evaluator uses them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 
 import dnnsat.expr as E
 from dnnsat import zoo
-from dnnsat._point_forms import peaks
+from dnnsat._point_forms import peaks, split_names
 from dnnsat.cost import Budget
 from dnnsat.torch import random_configs
 from tests.test_expr import X, Y, Z, int_exprs
@@ -168,15 +170,81 @@ def test_deep_guards(subjects: list[E.Expr], point: dict[str, int]) -> None:
     same([inner, E.where(Z > 0, inner + shared, shared)], point)
 
 
+def same_in_box(roots: list[E.Expr], env: dict[str, Any], box: dict[str, tuple[Any, Any]]) -> None:
+    """Point forms compiled for ``box`` and plain code agree on ``env`` (a point of the box)."""
+    fast = E.compile_scalar(roots, box=box)(env)
+    plain = E.compile_scalar(roots, point_forms=False)(env)
+    assert repr(fast) == repr(plain)
+    assert [type(v) for v in fast] == [type(v) for v in plain]
+
+
+def boxed(point: dict[str, int], widths: tuple[int, int, int, int, int, int]) -> dict[str, tuple[int, int]]:
+    """A box around ``point``: each variable's range reaches ``widths`` below and above it."""
+    return {v: (point[v] - widths[2 * i], point[v] + widths[2 * i + 1]) for i, v in enumerate("xyz")}
+
+
+widths = st.tuples(*[st.integers(0, 4)] * 6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(conditions(st.sampled_from([X, X + Y, X * Z]), st.integers(-5, 5)), int_exprs(), int_points, widths)
+def test_box_decided_conditions(cond: E.Expr, other: E.Expr, point: dict[str, int], w: Any) -> None:
+    """Conditions constant over a (narrow) box fold, and the gated chains above them with them."""
+    chain: E.Expr = E.Const(0.5)
+    for i in range(4):
+        chain = E.where(cond | (i < X), chain + 1e-05 * i, chain)
+    roots = [cond, E.where(cond, other, Y), E.where(cond, other * 2, other - 1) // 3, chain, chain / 4.0]
+    same_in_box(roots, point, boxed(point, w))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    int_exprs(),
+    st.integers(-4, 9),
+    st.sampled_from([1244000000000.0, 3.7, -0.25, 1e-290, 1e300, 2.0**-1000, 2.0**-998]),
+    int_points,
+    widths,
+)
+def test_box_integer_and_division_forms(e: E.Expr, k: int, c: float, point: dict[str, int], w: Any) -> None:
+    """``k*x - x``, ``x + x``, ``k*x + k*y``, ``k1*(k2*x)``, ``x // x`` (divisor bounded away from 0 or
+    not) and ``(2**m * x) / c``, ``(1.0 * x) / c`` (tiny and huge ``c`` included) give the plain values."""
+    box = boxed(point, w)
+    roots = [
+        k * e - e,
+        (e + e) * 3,
+        k * e + k * X,
+        2 * (k * (4 * e)),
+        X // X + e // e * 5,
+        (2 * e) / c,
+        (1.0 * (4 * (2 * e))) / c,
+        (8 * (X * Y)) / c + (1.0 * (k * Z)) / c,
+    ]
+    same_in_box(roots, point, box)
+
+
+B = E.Var("b", "int", labels=("basic", "bottleneck"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(int_exprs(), int_points, st.integers(0, 1))
+def test_split_by_labelled_choice(e: E.Expr, point: dict[str, int], b: int) -> None:
+    """A structural choice (a labelled categorical) gets one variant per choice, the same values."""
+    roots = [E.where(B == "basic", e * 2, e + X), E.where((B == "bottleneck") & (X > 0), 1.5, 0.0) + e]
+    box = {**boxed(point, (9, 9, 9, 9, 9, 9)), "b": (0, 1)}
+    assert split_names(roots, box) == ["b"]
+    same_in_box(roots, {**point, "b": b}, box)
+
+
 MODELS = ["mlp", "cnn", "resnet", "mobilenetv2", "transformer", "gpt"]
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_zoo_costs_identical(name: str) -> None:
-    """``Problem.costs`` (point forms) equals the plain code on every zoo model with a memory budget."""
+    """``Problem.costs`` (point forms for the space's box) equals the plain code on every zoo model with
+    a memory budget."""
     p = zoo.get(name)(budget=Budget(device="a100_40gb", memory=2 * 2**30))
     plain = E.compile_scalar(list(p.cost_exprs.values()), point_forms=False)
-    for config in random_configs(p.space, 25, seed=3):
+    for config in random_configs(p.space, 60, seed=3):
         costs = p.costs(config)
         expected = dict(zip(p.cost_exprs, plain(p._env(config)[1])))
         assert repr(costs) == repr(expected)

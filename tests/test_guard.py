@@ -140,6 +140,27 @@ def test_repair_with_ties_in_order_takes_the_first_closest_single_change(seed: i
             assert got == p.repair(cfg)
 
 
+def test_repairs_that_change_two_parameters_are_problem_repair() -> None:
+    """Two-change repairs found by one vectorized check equal ``problem.repair``'s; ties and
+    three-change cases go to its search."""
+    two_change = 0
+    for seed in range(12):
+        full = random_problem(seed)
+        numeric = {n: full.space[n] for n in _finite_order(full) if full.space[n].labels is None}
+        p = ds.Problem(ds.Space(numeric))  # ordered finite parameters only: the two-change path
+        for c in full.constraints:
+            if c.expr is not None and c.expr.variables() <= set(numeric):
+                p.require(c.expr, name=c.name)
+        g = p.guard()
+        rng = np.random.default_rng(400 + seed)
+        for _ in range(30):
+            cfg = {n: p.space[n].values()[int(rng.integers(len(p.space[n].values())))] for n in numeric}
+            if not p.check(cfg).feasible:
+                assert g.repair(cfg) == p.repair(cfg)
+        two_change += g.stats.two_change_repairs
+    assert two_change > 0
+
+
 def test_repair_keeps_names_and_stays_within() -> None:
     space = ds.Space({"a": ds.Int(1, 10), "b": ds.Int(1, 10)})
     p = ds.Problem(space).require(space.vars.a + space.vars.b <= 8)

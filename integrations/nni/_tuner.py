@@ -36,15 +36,11 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import nni
-import numpy as np
 from nni.tuner import Tuner
 
-from dnnsat._proposals import vet
-from dnnsat._unlaunched import unlaunched
 from dnnsat._verify import Verifier
 
 from ._layout import Layout
@@ -59,29 +55,11 @@ from ._load import (
     load_problem,
     optimize_mode,
 )
+from ._vetter import TunerStats, Vetter
 
 __all__ = ["DnnSATTuner", "DnnSATClassArgsValidator", "TunerStats", "load_problem", "MODES"]
 
 _log = logging.getLogger("dnnsat.integrations.nni")
-
-
-@dataclass
-class TunerStats:
-    """Counters of what the wrapper did (see ``DnnSATTuner.stats``)."""
-
-    proposals: int = 0  # configurations asked from the base tuner
-    feasible: int = 0  # proposals that were feasible as proposed
-    repaired: int = 0  # infeasible proposals replaced by their repair
-    float_repairs: int = 0  # repaired proposals in which a continuous Float value moved
-    rejected: int = 0  # proposals discarded (reject mode, or unrepairable) and penalised
-    duplicates: int = 0  # proposals equal to an already launched configuration (dedup on)
-    fallbacks: int = 0  # configurations sampled by dnnsat after max_attempts failed proposals
-    launched: int = 0  # configurations returned to NNI
-    verified: int = 0  # launched configurations checked against the real module (verify=)
-    disagreements: int = 0  # verified configurations where the real module disagreed
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
 
 
 class DnnSATTuner(Tuner):
@@ -155,19 +133,17 @@ class DnnSATTuner(Tuner):
         self.stats = TunerStats()
         model = _import_attr(verify) if isinstance(verify, str) else verify
         self._verifier = None if model is None else Verifier(model, self.problem, _log)
-        self._rng = np.random.default_rng(seed)
         self._dedup = bool(dedup)  # effective dedup, set by update_search_space
         self._lock = threading.RLock()  # every public method holds it (the dispatcher may use threads)
         self._layout = Layout(self.problem)  # the experiment's, the base tuner's space; conversions
         self._guard = self.problem.guard()  # the pruned space, its witnesses and caches, repairs
-        self._exhausted: str | None = None  # reason, once nothing more can be generated
         self._ledger = Ledger(self.base, self.penalty, self.optimize_mode)  # ids, results, penalties
         self._by_config = self._ledger.by_config  # config key -> first launched trial (conformance reads it)
+        # proposals -> configurations to launch; its ``exhausted``: why nothing more can be generated
+        self._vetter = Vetter(self._guard, self._layout, self._ledger, self.stats, mode == "repair", seed)
         self._waiting: dict[int, int] = {}  # base id the base tuner deferred -> NNI parameter id
         self._st_callback: Callable[[int, Any], None] | None = None
         self._pending_import: list[Any] = []
-        self._last_extras: dict[str, Any] = {}
-        self._last_full: dict[str, Any] | None = None  # the last proposal's configuration (+ extras)
         _log.info(
             "DnnSATTuner: mode=%s, base tuner %s, optimize_mode=%s",
             mode,
@@ -189,7 +165,7 @@ class DnnSATTuner(Tuner):
             if dedup is not None:
                 self._dedup = dedup
             if empty is not None:
-                self._exhausted = empty
+                self._vetter.exhausted = empty
                 _log.error("DnnSAT: %s; the experiment gets no trials", empty)
                 return
             self._start_base()
@@ -201,7 +177,7 @@ class DnnSATTuner(Tuner):
 
     def _start_base(self) -> None:
         assert self._base_space is not None
-        self._exhausted = None
+        self._vetter.exhausted = None
         self.base.update_search_space(self._base_space)
         if self._pending_import:
             data, self._pending_import = self._pending_import, []
@@ -226,28 +202,14 @@ class DnnSATTuner(Tuner):
         with self._lock:
             if self._layout.nni_space is None:
                 raise RuntimeError("update_search_space must be called before generate_parameters")
-            if self._exhausted is not None:
-                _log.info("DnnSAT: no more trials: %s", self._exhausted)
-                raise nni.NoMoreTrialError(self._exhausted)
-            base_id = parameter_id
-            for attempt in range(self.max_attempts):
-                raw = self._ask_base(base_id, parameter_id, kwargs)
-                # reject mode repairs the last allowed proposal instead of discarding it
-                config = self._vet(base_id, raw, force_repair=attempt == self.max_attempts - 1)
-                if config is not None:
-                    return self._launch(parameter_id, base_id, config)
-                base_id = self._ledger.synthetic_id()
-            config = self._fallback()
-            if config is None:
-                raise nni.NoMoreTrialError(self._exhausted)
-            self.stats.fallbacks += 1
-            _log.warning(
-                "DnnSAT: %d proposals in a row were repeated or unusable; parameter id %d gets a "
-                "feasible configuration sampled by dnnsat (its result is not reported to the base tuner)",
-                self.max_attempts,
-                parameter_id,
-            )
-            return self._launch(parameter_id, None, config)
+            if self._vetter.exhausted is not None:
+                _log.info("DnnSAT: no more trials: %s", self._vetter.exhausted)
+                raise nni.NoMoreTrialError(self._vetter.exhausted)
+            ask = lambda base_id: self._ask_base(base_id, parameter_id, kwargs)  # noqa: E731
+            found = self._vetter.first_usable(ask, parameter_id, self.max_attempts, self._dedup)
+            if found is None:
+                raise nni.NoMoreTrialError(self._vetter.exhausted)
+            return self._launch(parameter_id, *found)
 
     def _ask_base(self, base_id: int, parameter_id: int, kwargs: Mapping[str, Any]) -> Any:
         kw = {k: v for k, v in kwargs.items() if k != "st_callback"}
@@ -271,47 +233,16 @@ class DnnSATTuner(Tuner):
                 self._ledger.discard(base_id, raw)
                 return
             self.stats.proposals += 1
-            config = self._vet(base_id, raw, force_repair=True)
+            config = self._vetter.vet(base_id, raw, self._dedup, force_repair=True)
             if config is None:
-                config = self._fallback()
+                config = self._vetter.fallback()
                 base_id_or_none: int | None = None
                 if config is None:
-                    _log.info("DnnSAT: deferred request %d dropped: %s", parameter_id, self._exhausted)
+                    _log.info("DnnSAT: deferred request %d dropped: %s", parameter_id, self._vetter.exhausted)
                     return
             else:
                 base_id_or_none = base_id
             self._st_callback(parameter_id, self._launch(parameter_id, base_id_or_none, config))
-
-    def _vet(self, base_id: int, raw: Any, force_repair: bool = False) -> dict[str, Any] | None:
-        """The configuration to launch for this proposal, or ``None`` after closing it in the base tuner."""
-        try:
-            config, extras = self._layout.split(raw)
-        except Exception as err:
-            _log.warning("DnnSAT: proposal %s is outside the search space (%s); discarded", raw, err)
-            self._ledger.discard(base_id, raw)
-            self.stats.rejected += 1
-            return None
-        self._last_extras = extras
-        vetted = vet(self._guard, config, repair=self.mode == "repair" or force_repair)
-        if vetted.config is None:
-            if vetted.outcome == "rejected":
-                _log.debug("DnnSAT: rejected %s (%s)", config, ", ".join(vetted.violations))
-            else:
-                _log.debug("DnnSAT: proposal %s cannot be repaired; discarded", config)
-            self._ledger.discard(base_id, raw)
-            self.stats.rejected += 1
-            return None
-        if vetted.outcome == "feasible":
-            self.stats.feasible += 1
-        else:
-            _log.debug("DnnSAT: repaired %s -> %s", config, vetted.config)
-            self.stats.float_repairs += vetted.float_moved
-            self.stats.repaired += 1
-        full = self._last_full = {**vetted.config, **extras}
-        if self._ledger.hold(base_id, raw, full, self._dedup):
-            self.stats.duplicates += 1
-            return None
-        return full
 
     def _launch(self, parameter_id: int, base_id: int | None, full: dict[str, Any]) -> Any:
         self._ledger.launch(parameter_id, base_id, full)
@@ -320,26 +251,6 @@ class DnnSATTuner(Tuner):
             self.stats.verified += 1
             self.stats.disagreements += bool(self._verifier(full))
         return self._layout.to_experiment(full)
-
-    def _fallback(self) -> dict[str, Any] | None:
-        """A feasible configuration not launched yet, sampled by dnnsat; ``None`` when there is none."""
-        if self._layout.batch is not None:  # BatchTuner launches only the parameter sets the user listed
-            self._exhausted = "every feasible parameter set of BatchTuner's search space has been launched"
-            return None
-        extras = self._last_extras
-        limit = len(self._ledger.by_config) + 1
-        is_new = lambda c: self._ledger.first({**c, **extras}) is None  # noqa: E731
-        found = unlaunched(self._guard, is_new, self._rng, self._last_full, limit)
-        if found is not None:
-            return {**found, **extras}
-        if extras and self._last_full is not None:
-            # parameters the problem does not know are passed through: dnnsat cannot tell which of their
-            # values are unseen, so the base tuner's last proposal runs again rather than end the experiment
-            _log.warning("DnnSAT: no unlaunched configuration found; %s runs again", self._last_full)
-            return self._last_full
-        self._exhausted = "every feasible configuration has been launched"
-        _log.info("DnnSAT: %s", self._exhausted)
-        return None
 
     # -- results -----------------------------------------------------------------------------------
     def receive_trial_result(self, parameter_id: int, parameters: Any, value: Any, **kwargs: Any) -> None:
