@@ -14,9 +14,11 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from benchmarks._report import markdown_table
 
 AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 GOAL = (0.02, 0.08, 0.03)  # median |error|, max |error|, worst underestimate (shares of the real peak)
@@ -60,3 +62,21 @@ def outliers(backend: str, rows: Sequence[dict[str, Any]], keys: Sequence[str]) 
             real = f"PyTorch {r['real']:,} B ({err:+.1%})"
             out.append(f"  {backend} {name}: estimate {r['estimate']:,} B, {real}")
     return out
+
+
+def family_table(
+    results: dict[str, list[dict[str, Any]]], modes: Iterable[str], families: Sequence[str]
+) -> str:
+    """Markdown rows per mode and family (and all families) of rows with ``mode`` and ``family``: n,
+    then one :func:`cell` per backend (the keys of ``results``)."""
+    rows = []
+    for mode in modes:
+        for fam in [*families, "all"]:
+            cells: list[Any] = [mode, fam, 0]
+            for backend_rows in results.values():
+                sel = [r for r in backend_rows if r["mode"] == mode and fam in ("all", r["family"])]
+                cells[2] = len(sel)
+                cells.append(cell(sel))
+            rows.append(cells)
+    header = ["mode", "family", "n", *(f"{b}: median / max / worst under" for b in results)]
+    return markdown_table(header, rows)

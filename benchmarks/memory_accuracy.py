@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from benchmarks._emulate import AVX2_ENV, cell, outliers, run_worker
-from benchmarks._report import machine, markdown_table, sampling_parser, update_readme, writes_readme
+from benchmarks._emulate import AVX2_ENV, family_table, outliers, run_worker
+from benchmarks._report import machine, sampling_parser, update_readme, writes_readme
 from dnnsat import zoo
 from dnnsat.cost import Budget, detect_cpu_backend, get_device, memory_expressions
 from dnnsat.expr import compile_scalar
@@ -173,15 +173,6 @@ def main(argv: list[str] | None = None) -> None:
     for backend, rows in results.items():
         for line in outliers(backend, rows, ("family", "mode", "cfg")):
             print(line)
-    table = []
-    for label in dict.fromkeys(r["mode"] for r in next(iter(results.values()))):
-        for fam in [*_spaces(), "all"]:
-            cells: list[Any] = [label, fam, 0]
-            for rows in results.values():
-                sel = [r for r in rows if r["mode"] == label and fam in ("all", r["family"])]
-                cells[2] = len(sel)
-                cells.append(cell(sel))
-            table.append(cells)
     n_cfg = len({(r["family"], json.dumps(r["cfg"], sort_keys=True)) for r in results[next(iter(results))]})
     body = (
         f"Memory model vs PyTorch peak tensor memory on the CPU ({machine()}, torch {torch.__version__}): "
@@ -195,8 +186,8 @@ def main(argv: list[str] | None = None) -> None:
         f"allocator traces of seed-0 configurations (mixed precision: also of one configuration of this "
         f"table), this table uses seed {args.seed}. `python -m benchmarks.memory_accuracy`, "
         f"{elapsed:.0f} s.\n\n"
-        + markdown_table(
-            ["mode", "family", "n", *(f"{b}: median / max / worst under" for b in results)], table
+        + family_table(
+            results, dict.fromkeys(r["mode"] for r in results[next(iter(results))]), list(_spaces())
         )
     )
     print(body)

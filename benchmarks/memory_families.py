@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
-from benchmarks._emulate import AVX2_ENV, cell, outliers, run_worker
+from benchmarks._emulate import AVX2_ENV, family_table, outliers, run_worker
 from benchmarks._families import FAMILIES, build, example_inputs
-from benchmarks._report import machine, markdown_table, sampling_parser, update_readme, writes_readme
+from benchmarks._report import machine, sampling_parser, update_readme, writes_readme
 from dnnsat.cost import Budget, detect_cpu_backend, memory_expressions
 from dnnsat.expr import compile_scalar
 from dnnsat.space import Int, Space
@@ -89,21 +89,6 @@ def run(per_family: int, seed: int, families: list[str]) -> list[dict[str, Any]]
     return rows
 
 
-def table(results: dict[str, list[dict[str, Any]]], families: list[str]) -> str:
-    """Markdown rows per mode and family (and all families): n, then one cell per backend."""
-    rows = []
-    for mode in MODES:
-        for fam in [*families, "all"]:
-            cells: list[Any] = [mode, fam, 0]
-            for backend_rows in results.values():
-                sel = [r for r in backend_rows if r["mode"] == mode and fam in ("all", r["family"])]
-                cells[2] = len(sel)
-                cells.append(cell(sel))
-            rows.append(cells)
-    header = ["mode", "family", "n", *(f"{b}: median / max / worst under" for b in results)]
-    return markdown_table(header, rows)
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = sampling_parser(__doc__, 30, 0, 3)
     ap.add_argument("--families", default=",".join(FAMILIES))
@@ -144,7 +129,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{torch.__version__}: natively and with `ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2` (the "
         f"model follows the detected backend). Cells: median |error| / max |error| / worst underestimate "
         f"of `memory`; ✗: misses the goal (median ≤ 2 %, max ≤ 8 %, underestimate ≤ 3 %). "
-        f"`python -m benchmarks.memory_families`, {elapsed:.0f} s.\n\n" + table(results, families)
+        f"`python -m benchmarks.memory_families`, {elapsed:.0f} s.\n\n"
+        + family_table(results, MODES, families)
     )
     print(body)
     if write:

@@ -99,23 +99,25 @@ def nearest_changes(
     parameters, or ``(None, 0)`` when none is found or (``ties="solver"``) two are equally good.
 
     ``ties="order"``: ties between single changes go to the earlier row of ``moves``. Single changes
-    and pairs (when tried, see the module's docstring) are checked in one call.
+    are checked in one call; pairs (when tried, see the module's docstring) in a second one, only when
+    no single change is feasible.
     """
     n = len(moves.dist)
     if not n:
         return None, 0
     singles = np.stack([np.arange(n), np.full(n, -1)], axis=1)  # rows of move indices (-1: none)
-    pairs, dist = _pairs(moves) if ties == "solver" and moves.ordered else (singles[:0], moves.dist[:0])
-    if len(pairs) > MAX_PAIRS:
-        pairs, dist = pairs[:0], dist[:0]
-    ok = _feasible(problem, candidate, moves, np.concatenate([singles, pairs]))
-    hits = np.flatnonzero(ok[:n])
+    hits = np.flatnonzero(_feasible(problem, candidate, moves, singles))
     if len(hits):
         d = moves.dist[hits]
         if ties == "solver" and len(hits) > 1 and np.sort(d)[1] - d.min() <= 1e-12:
             return None, 0
         return _apply(candidate, moves, [int(hits[np.argmin(d)])]), 1  # argmin: the first of ties
-    hits = np.flatnonzero(ok[n:])  # pairs nearest first
+    if ties != "solver" or not moves.ordered:
+        return None, 0
+    pairs, dist = _pairs(moves)
+    if not len(pairs) or len(pairs) > MAX_PAIRS:
+        return None, 0
+    hits = np.flatnonzero(_feasible(problem, candidate, moves, pairs))  # pairs nearest first
     if not len(hits) or len(hits) > 1 and dist[hits[1]] - dist[hits[0]] <= _TIE:
         return None, 0  # none, or a tie (problem.repair's search decides)
     return _apply(candidate, moves, [int(m) for m in pairs[hits[0]]]), 2
