@@ -271,6 +271,7 @@ def point_conditions(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] |
             node.op in _REAL_FOLD
             and all(a.op == "const" for a in args)
             and math.isfinite(v := _REAL_FOLD[node.op](*(a.payload for a in args)))
+            and v != 0  # constants are interned by value: a folded -0.0 would become 0.0
         ):
             new = Const(v)
         else:  # real arithmetic is rebuilt as it is (no ``x + 0 -> x``: -0.0 + 0 is 0.0)
