@@ -136,6 +136,7 @@ def _contradicts(gate: tuple[frozenset[int], dict[int, Any]], cond: Expr) -> boo
 
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
 _STRIDED_BWD_DATA_SCRATCH = 36888  # bytes: fixed buffer of the strided backward-data pass
+_STRIDED_BWD_DATA_SCRATCH16 = 33816  # bytes: its 16-bit kernels' fixed part (plus 1 byte per input element)
 _HALF = {"mixed": "bf16", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16"}
 
 
@@ -257,19 +258,24 @@ def cpu_conv_working_sets(
             # a 1x1 of groups 1: an fp32 weight accumulator; strided: the subsampled input and an fp32
             # output gradient; unstrided, below 256 output pixels, per pixel 2 bytes per input and
             # output channel (the latter up to 256: an upper bound of the traces)
-            acc = 2 * pad(cin, n) * pad(cout, n)
-            sub = out_sp * (pad(cin, n) + 2 * cout) + acc + 256
-            small = out_sp * (pad(cin, n) + minimum(pad(cout, n), 256)) + 192
-            scratch = where(one, where(strided, sub, acc + where(out_sp < 256, small, 64)), tr)
             if grouped:
                 scratch = tr + where(one, 2 * pad(cin, n) * sp[0], 0)
+            else:
+                acc = 2 * pad(cin, n) * pad(cout, n)
+                sub = out_sp * (pad(cin, n) + 2 * cout) + acc + 256
+                small = out_sp * (pad(cin, n) + minimum(pad(cout, n), 256)) + 192
+                scratch = where(one, where(strided, sub, acc + where(out_sp < 256, small, 64)), tr)
         copies = b * pad(cout, n) * out_sp + where(first, 0, b * pad(cin, n) * sp_in) + scratch
         return maximum(copies + wg, wg + w) - w
 
     # strided (groups 1, or more than B channels per group): plain output gradient, a fixed buffer,
     # then two input-gradient-sized copies
-    scratch_data = _STRIDED_BWD_DATA_SCRATCH // nbytes
-    strided_data = maximum(out + cout * pad(cg) * k2 + gi + scratch_data, 3 * gi) - gi - w
+    def dense_data(weights: Expr, buffer: Expr) -> Expr:
+        return maximum(out + weights + gi + buffer, 3 * gi) - gi - w
+
+    strided_data = dense_data(cout * pad(cg) * k2, Const(_STRIDED_BWD_DATA_SCRATCH // nbytes))
+    # 16-bit kernels: the buffer grows with the input (an upper bound of the traces)
+    buffer16 = (_STRIDED_BWD_DATA_SCRATCH16 + cin * sp_in) // 2
 
     def plain() -> _Sets:
         """oneDNN, groups 1."""
@@ -313,8 +319,7 @@ def cpu_conv_working_sets(
         data = maximum(c_out + c_w + c_in, c_in + gi) - gi - w
         weights = maximum(c_out + c_in + c_w, c_w + w) - w
         if half is not None:
-            dense = out + 2 * big * cout * k2 + gi + (33816 + cin * sp_in) // 2
-            data = where(strided, maximum(dense, 3 * gi) - gi - w, data)
+            data = where(strided, dense_data(2 * big * cout * k2, buffer16), data)
             weights = where(any_(ki > 3 for ki in k), gemm16, weights)
         return maximum(c_in + c_w + c_out - out, c_out), data, weights
 
@@ -334,14 +339,13 @@ def cpu_conv_working_sets(
         gemm_fwd = Const(False) if backend.avx512 else ~in_blocks
         per_group = _group_blocks(cg, og, backend)
         fwd_gemm = ~(per_group | (_multiple(og, 8) & (cin < 8) & ~strided))
-        dense, dense_data = strided & (cg > big), strided_data
+        dense, strided16 = strided & (cg > big), strided_data
         if half is not None:  # 16-bit: a strided 1x1 with 9-15 channels per group too (buffer: bounded)
             dense = strided & ((cg > big) | (one & (cg > 8)))
-            buffer = (33816 + cin * sp_in) // 2
-            dense_data = maximum(out + cout * pad(cg) * k2 + gi + buffer, 3 * gi) - gi - w
+            strided16 = dense_data(cout * pad(cg) * k2, buffer16)
         return (
             where(fwd_gemm, gemm[0], maximum(gi + w, out)),
-            where(dense, dense_data, where(gemm_fwd, gemm[1], maximum(out, gi - w))),
+            where(dense, strided16, where(gemm_fwd, gemm[1], maximum(out, gi - w))),
             where(in_blocks, maximum(out + gi, w), gemm[2]) if half is None else weights16,
         )
 

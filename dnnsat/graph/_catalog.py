@@ -1091,7 +1091,7 @@ def _rnn_backward(parts: list[tuple[Expr, Expr, Expr]]) -> Expr:
     return out if out is not None else Const(0)
 
 
-def _lstm_copy(b: Expr, s: Expr, n: Expr) -> Expr:
+def _batch_first_copy(b: Expr, s: Expr, n: Expr) -> Expr:
     """``n`` elements where a ``(B, S, ...)`` view of a ``(S, B, ...)`` tensor (or back) is not
     contiguous (``B > 1`` and ``S > 1``), else 0: the copy a kernel that needs a dense tensor makes."""
     return where((b > 1) & (s > 1), n, 0)
@@ -1126,7 +1126,7 @@ def _lstm_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> M
     sbh, bh = s * b * h, b * h
     # the consumer's contiguous copy of the batch_first output (counted with what the op keeps, see
     # the comment above :func:`_rnn_backward`); the forward and the backward are net of it
-    copy_out = _lstm_copy(b, s, s * b * dirs * h)
+    copy_out = _batch_first_copy(b, s, s * b * dirs * h)
     parts: list[tuple[Expr, Expr, Expr]] = []
     calls: list[tuple[int, Expr, Expr]] = []  # (layer, transient of the forward call, kept)
     cats: Expr = Const(0)
@@ -1145,7 +1145,7 @@ def _lstm_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> M
         # backward: oneDNN's weight-gradient buffers where ld pads (else it writes the gradients)
         pads = where(eq(_ld(f), f), 0, _ld(f) * g4) + where(eq(_ld(h), h), 0, _ld(h) * g4)
         own = g4 * (f + h) + 2 * g4
-        grad_copy = _lstm_copy(b, s, sbh) if layer == layers - 1 and dirs == 1 else Const(0)
+        grad_copy = _batch_first_copy(b, s, sbh) if layer == layers - 1 and dirs == 1 else Const(0)
         if dirs == 2:
             grad_copy = where(s * b > 1, sbh, 0)
         # the zero h_n/c_n and the h0/c0 gradients (4BH), the input's gradient, the summed bias and
@@ -1191,7 +1191,7 @@ def _lstm_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> M
         last = maximum(ws, dirs * sbh) if dirs == 2 else ws
         return b * s * fin + 2 * states + outs + last
 
-    x_copy = _lstm_copy(b, s, b * s * fin)
+    x_copy = _batch_first_copy(b, s, b * s * fin)
     # single direction: the last call's output is the op's and is saved for backward
     kept = later + cats - (sbh if dirs == 1 else 0)
     frozen = _rnn_backward(parts) - copy_out
@@ -1226,9 +1226,7 @@ def _gru_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Me
     copy counted until the op's backward is the rest); upper bounds where a trace left a choice.
     """
     g3, kept, eval_ws = 3 * h, Const(0), Const(0)
-    # ``batch_first`` tensors are transposed to (and from) time-major ones: a copy unless the batch or
-    # the sequence is 1, where the transposed layout is a row-major view (allocator traces)
-    copies = (b >= 2) & (s >= 2)
+    # ``batch_first`` tensors are transposed to (and from) time-major ones: :func:`_batch_first_copy`
     parts: list[tuple[Expr, Expr, Expr]] = []
     frozen_parts: list[tuple[Expr, Expr, Expr]] = []
     for layer in range(layers):
@@ -1244,7 +1242,7 @@ def _gru_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Me
         # at the last direction's projection: its copy of a batch_first input (the first layer's;
         # later layers read the previous output), every direction's projection and the earlier
         # direction's step outputs and stack (the op's output is not there yet)
-        x_copy = where(copies, b * s * f, 0) if layer == 0 else 0
+        x_copy = _batch_first_copy(b, s, b * s * f) if layer == 0 else 0
         project = x_copy + dirs * s * b * g3 + (dirs - 1) * 2 * s * b * h - s * b * dirs * h
         # at the last direction's last step: its projection, the hidden projection and the fused
         # cell's two ``B x H`` temporaries, the earlier steps' outputs, the earlier direction's outputs
@@ -1273,16 +1271,16 @@ def _gru_mem(b: Expr, s: Expr, fin: Expr, h: Expr, layers: int, dirs: int) -> Me
         frozen = maximum(step, stacked, projected) if layer == 0 else None
         # released once a direction is differentiated: its steps, its copy of a batch_first input
         # (the first layer's); once the layer is, the previous layer's output its projections saved
-        mine = steps + (where(copies, b * s * fin, 0) if layer == 0 else 0)
+        mine = steps + (_batch_first_copy(b, s, b * s * fin) if layer == 0 else 0)
         last = mine + (s * b * dirs * h if layer > 0 else 0)
         layer_parts = [(first, own, last)] if dirs == 1 else [(first, own, mine), (second, own, last)]
         parts[:0] = layer_parts
         frozen_parts[:0] = layer_parts if frozen is None else [(frozen, own, p[2]) for p in layer_parts]
     states = layers * dirs * b * h
-    copy = where(copies, s * b * dirs * h, 0)  # the consumer's contiguous copy of the output
+    copy = _batch_first_copy(b, s, s * b * dirs * h)  # the consumer's contiguous copy of the output
     return Mem(
         # each direction projects its own contiguous copy of a batch_first input; + the consumer's copy
-        extra=((kept + where(copies, dirs * b * s * fin, 0) + 2 * states + copy, "act"),),
+        extra=((kept + _batch_first_copy(b, s, dirs * b * s * fin) + 2 * states + copy, "act"),),
         # the last layer ends with its (last direction's) input projection and, bidirectional, both
         # directions' outputs beside their concatenation; the consumer's copy counted in ``extra`` is
         # made after they are freed
