@@ -32,7 +32,7 @@ from dnnsat.graph import Network, encode_config
 from dnnsat.space import Categorical, Int, Space
 from dnnsat.torch import GraphModule, concretize, example_inputs, peak_memory
 
-MODES = (("train", "adam"), ("train", "sgd"), ("inference", None), ("mixed", "adam"))
+MODES = (("train", "adam"), ("train", "sgd"), ("inference", None), ("mixed", "adam"), ("mixed", "sgd"))
 
 
 def _spaces() -> dict[str, tuple[Space, dict[str, Any]]]:
@@ -177,9 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     body = (
         f"Memory model vs PyTorch peak tensor memory on the CPU ({machine()}, torch {torch.__version__}): "
         f"{n_cfg} configurations over {len(_spaces())} zoo families (fixed seed {args.seed}), "
-        f"each as a training step with Adam and with SGD, as a no-grad inference forward and as a "
-        f"mixed-precision Adam step (`dtype='mixed'` against bfloat16 autocast, the CPU's), natively and "
-        f"with `ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2` (the model follows the detected "
+        f"each as a training step with Adam and with SGD, as a no-grad inference forward and as "
+        f"mixed-precision Adam and SGD steps (`dtype='mixed'` against bfloat16 autocast, the CPU's), "
+        f"natively and with `ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2` (the model follows the detected "
         f"backend). Cells: median |error| / max |error| / worst underestimate of `memory` against the "
         f"profiler's allocator peak; ✗: misses the goal (median ≤ 2 %, max ≤ 8 %, underestimate ≤ 3 %). "
         f"Nothing fitted: the catalog's per-op rules (oneDNN convolution buffers etc.) were read off "

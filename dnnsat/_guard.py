@@ -664,11 +664,7 @@ class Guard(RebuiltOnUnpickle, SharedCounters):
         if pool is not None:
             return pool
         if self._witnesses is None:
-            try:
-                self._witnesses = [{k: _py(v) for k, v in c.items()} for c in self.problem.sample(64, seed=0)]
-            except Exception:  # an optimisation only (e.g. continuous parameters in constraints)
-                _logger.debug("could not sample witness configurations", exc_info=True)
-                self._witnesses = []
+            self._witnesses = sampled_witnesses(self.problem, 64)
         with self._lock:
             configs = list(self._witnesses) + list(self._recent)
             if not configs:
@@ -735,6 +731,17 @@ class Guard(RebuiltOnUnpickle, SharedCounters):
                 return False
         self._bump(solver_calls=1)
         return bool(self.problem.is_extendable(partial))
+
+
+def sampled_witnesses(problem: Problem, n: int) -> list[dict[str, Any]]:
+    """``n`` feasible configurations (Python values) for a witness pool, drawn with seed 0 from the
+    problem's decomposition (the draws of earlier releases: the adapters' trial sequences stay the
+    same); ``[]`` when the problem cannot be sampled (e.g. continuous parameters in constraints)."""
+    try:
+        return [{k: _py(v) for k, v in c.items()} for c in problem._sample_decomposed(n, seed=0)]
+    except Exception:  # an optimisation only
+        _logger.debug("could not sample witness configurations", exc_info=True)
+        return []
 
 
 def _is_number(value: Any) -> bool:

@@ -282,7 +282,7 @@ def point_conditions(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] |
     return [memo[id(r)] for r in roots]
 
 
-def _linear_args(x: Expr) -> list[tuple[Expr, int]]:
+def linear_args(x: Expr) -> list[tuple[Expr, int]]:
     """``x`` as (argument, factor) pairs when it is an integer ``+``, ``-``, negation or product with a
     constant; else ``[]`` (a leaf of the sums)."""
     op = x.op
@@ -302,16 +302,16 @@ class _Sums:
     moments of a timeline share their running totals): a sum copies its largest shared part."""
 
     def __init__(self, sums: Sequence[Expr]) -> None:
-        order = topological(sums, lambda n: [a for a, _ in _linear_args(n)] if n.op != "const" else ())
+        order = topological(sums, lambda n: [a for a, _ in linear_args(n)] if n.op != "const" else ())
         uses: dict[int, int] = {}
         for node in order:
-            for a, _ in _linear_args(node):
+            for a, _ in linear_args(node):
                 uses[id(a)] = uses.get(id(a), 0) + 1
         self.leaves: dict[int, Expr] = {}
         self.internal = 0  # additions, subtractions, negations and constant factors under the sums
         self.memo: dict[int, tuple[dict[int, int], int]] = {}
         for node in order:
-            if _linear_args(node):
+            if linear_args(node):
                 self.internal += 1
                 if uses.get(id(node), 0) > 1:
                     self.memo[id(node)] = self.expand(node)
@@ -329,7 +329,7 @@ class _Sums:
                 part, k = self.memo[id(x)]
                 shared.append((part, c))
                 const += c * k
-            elif parts := _linear_args(x):
+            elif parts := linear_args(x):
                 stack += ((y, c * f) for y, f in parts)
             else:
                 self.leaves[id(x)] = x
@@ -413,8 +413,9 @@ class Peak:
         return int(d.max())
 
 
-def peaks(roots: Sequence[Expr]) -> dict[int, Peak]:
-    """The integer maxima under ``roots`` (whole ``max`` trees) worth a :class:`Peak`, by node id."""
+def peaks(roots: Sequence[Expr], accept: Callable[[list[Expr]], bool] | None = None) -> dict[int, Peak]:
+    """The integer maxima under ``roots`` (whole ``max`` trees) worth a :class:`Peak`, by node id
+    (``accept``: a test of the moments before a :class:`Peak` is built)."""
     order = topological(roots)
     uses: dict[int, int] = {id(n): 0 for n in order}
     for r in roots:
@@ -430,7 +431,9 @@ def peaks(roots: Sequence[Expr]) -> dict[int, Peak]:
         if node.op != "max" or node.sort != "int" or uses[id(node)] == 1 and id(node) in under_max:
             continue
         moments = _nary_leaves(node, uses)
-        if len(moments) >= _PEAK_MIN and (peak := Peak(node, moments)).worth:
+        if len(moments) < _PEAK_MIN or accept is not None and not accept(moments):
+            continue
+        if (peak := Peak(node, moments)).worth:
             out[id(node)] = peak
     return out
 

@@ -30,15 +30,17 @@ def unlaunched(
 ) -> dict[str, Any] | None:
     """The first feasible configuration for which ``is_new`` holds, or None.
 
-    Tried in order: 32 uniform samples of the feasible set (``problem.sample``, seeded from ``rng``);
-    when continuous ``Float`` parameters occur in constraints (``sample`` draws finite parameters
-    only), 32 variants of ``like`` with one ``Float`` redrawn (:meth:`Guard.redraw_floats`); then,
-    for spaces of finite parameters only, the first ``limit`` configurations in enumeration order
-    (the caller passes one more than it has launched, so a new one is among them when one exists).
+    Tried in order: 32 uniform samples of the feasible set (from ``problem.sample``'s decomposition,
+    seeded from ``rng``); when continuous ``Float`` parameters occur in constraints (``sample`` draws
+    finite parameters only), 32 variants of ``like`` with one ``Float`` redrawn
+    (:meth:`Guard.redraw_floats`); then, for spaces of finite parameters only, the first ``limit``
+    configurations in enumeration order (the caller passes one more than it has launched, so a new
+    one is among them when one exists).
     """
     problem = guard.problem
     try:
-        candidates = problem.sample(_DRAWS, seed=int(rng.integers(2**31)))
+        # the decomposition's draws (those of earlier releases: the adapters' trial sequences stay the same)
+        candidates = problem._sample_decomposed(_DRAWS, seed=int(rng.integers(2**31)))
     except ValueError:
         candidates = [] if like is None else guard.redraw_floats(like, _DRAWS, rng)
     for config in candidates:

@@ -841,19 +841,26 @@ def interval(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> dict[
 # Vectorized evaluator
 
 
-def _codegen(roots: Sequence[Expr], emit: Callable[[Expr, list[str], str], list[str]], header: str) -> str:
+def _codegen(
+    roots: Sequence[Expr],
+    emit: Callable[[Expr, list[str], str], list[str]],
+    header: str,
+    computed: AbstractSet[int] = frozenset(),
+) -> str:
     """One line per node; each node's array is deleted after its last reader (a batch of points then
-    holds few arrays at once: memory traffic dominated when every one lived to the end)."""
-    order = topological(roots)
-    last_use = {id(a): i for i, node in enumerate(order) for a in node.args}
+    holds few arrays at once: memory traffic dominated when every one lived to the end). Nodes in
+    ``computed`` are emitted without their arguments (``emit`` computes them some other way)."""
+    order = topological(roots, lambda n: () if id(n) in computed else n.args)
+    last_use = {id(a): i for i, node in enumerate(order) if id(node) not in computed for a in node.args}
     keep = {id(r) for r in roots}
     names: dict[int, str] = {}
     lines = [header]
     for i, node in enumerate(order):
         out = f"t{i}"
         names[id(node)] = out
-        lines.extend("    " + line for line in emit(node, [names[id(a)] for a in node.args], out))
-        dead = sorted({names[id(a)] for a in node.args if last_use[id(a)] == i and id(a) not in keep})
+        args = [] if id(node) in computed else [names[id(a)] for a in node.args]
+        lines.extend("    " + line for line in emit(node, args, out))
+        dead = sorted({names[id(a)] for a in node.args if last_use.get(id(a)) == i and id(a) not in keep})
         if dead:
             lines.append(f"    del {', '.join(dead)}")
     lines.append(f"    return ({', '.join(names[id(r)] for r in roots)},)")
@@ -963,8 +970,33 @@ def compile_vectorized(
     evaluated in ``int64``; when ``box`` (variable bounds) shows a node may exceed ``2**62`` in
     magnitude, it and its integer ancestors use ``float64`` instead.
     """
-    src = _codegen(roots, _emit_vector(_dtype_plan(roots, box)), "def _f(env):")
-    ns: dict[str, Any] = {"np": np, "_vfloordiv": _vfloordiv, "_vtruediv": _vtruediv}
+    return _compile_vectorized(roots, box, gated=True)
+
+
+def _compile_vectorized(
+    roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None, gated: bool
+) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """:func:`compile_vectorized`; ``gated``: memory peaks whose gates read few variables are
+    evaluated as matrix products (:mod:`dnnsat._gated_peaks`; needs ``box``)."""
+    wide = _dtype_plan(roots, box)
+    factored: dict[int, Any] = {}
+    if gated and box is not None:
+        from ._gated_peaks import gated_peaks
+
+        factored = gated_peaks(
+            roots,
+            box,
+            wide,
+            lambda sizes: _compile_vectorized(sizes, box, gated=False),
+            lambda node: _compile_vectorized([node], box, gated=False),
+        )
+    emit = _emit_vector(wide)
+
+    def emit_or_call(node: Expr, a: list[str], out: str) -> list[str]:
+        return [f"{out} = _peaks[{id(node)}](env)"] if id(node) in factored else emit(node, a, out)
+
+    src = _codegen(roots, emit_or_call, "def _f(env):", computed=factored.keys())
+    ns: dict[str, Any] = {"np": np, "_vfloordiv": _vfloordiv, "_vtruediv": _vtruediv, "_peaks": factored}
     exec(compile(src, "<dnnsat.expr vectorized>", "exec"), ns)
     return ns["_f"]  # type: ignore[no-any-return]
 

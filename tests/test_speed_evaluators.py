@@ -133,17 +133,18 @@ def _problem() -> Problem:
 
 def test_sample_pool_is_decomposed_once_and_draws_like_a_fresh_problem() -> None:
     p = _problem()
-    first = p.sample(5, seed=0)
+    first = p._sample_decomposed(5, seed=0)  # what sample falls back on (and the guards' witnesses)
     boxes = p._c().engine.stats["boxes"]
-    again = p.sample(7, seed=3)
+    again = p._sample_decomposed(7, seed=3)
     assert p._c().engine.stats["boxes"] == boxes  # drawn from the kept pool
-    assert again == _problem().sample(7, seed=3)
-    assert first == _problem().sample(5, seed=0)
+    assert again == _problem()._sample_decomposed(7, seed=3)
+    assert first == _problem()._sample_decomposed(5, seed=0)
     assert all(p.check(c).feasible for c in first + again)
     lo, hi, undecided = p._c().pools[20_000]
     assert not lo.flags.writeable and len(lo) == len(hi) == len(undecided)
-    assert p.sample(4, seed=1, max_boxes=3) == _problem().sample(4, seed=1, max_boxes=3)
+    p._sample_pool(p._c(), 3)
     assert set(p._c().pools) == {20_000, 3}
     p.require(p.space.vars.d <= 2)  # a new constraint: a new pool
     assert all(c["d"] <= 2 for c in p.sample(20, seed=0))
+    assert all(c["d"] <= 2 for c in p._sample_decomposed(20, seed=0))
     assert set(p._c().pools) == {20_000}

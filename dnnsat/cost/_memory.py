@@ -643,6 +643,7 @@ class _Model:
         bwd_saved: list[tuple[int, Expr]] = []  # (saver time, bytes) alive for every backward k >= time
         spans: dict[int, list[Expr]] = {k: [] for k in order}
         gspans: dict[int, list[Expr]] = {k: [] for k in order}
+        through: dict[int, list[Expr]] = {k: [] for k in order}  # gspans[k] that outlive k's backward
         second: dict[int, list[Expr]] = {k: [] for k in order}
         end_alive: list[Expr] = []  # outputs
         for root in self.roots.values():
@@ -680,8 +681,8 @@ class _Model:
             if last == _END:
                 end_alive.append(where(root.gate, root.size, 0))
             if self.train and root.grad and root.grad_uses:
-                self._grad_spans(root, order, gspans, second)
-        self._cat_slices(order, gspans)
+                self._grad_spans(root, order, gspans, second, through)
+        self._cat_slices(order, gspans, through)
         fwd, bwd = [], []
         prefix_events = sorted(fwd_prefix, key=lambda e: e[0])
         extras: dict[int, Expr] = {}  # tensors an op keeps for backward besides its inputs/output
@@ -725,7 +726,9 @@ class _Model:
         indices = {op.index for op in ops}
         unreleased: dict[int, Expr] = {}
         saved: Expr = sum_(b for t, bs in saved_at.items() if t not in indices for b in bs)
+        released: dict[int, Expr] = {}  # still saved once the backward of op k is done
         for op in ops:
+            released[op.index] = saved
             saved = unreleased[op.index] = saved + sum_(saved_at.get(op.index, []))
         grads = self.accumulated
         end = sum_(end_alive) + self.loss_scalars()  # outputs (referenced by the loop) and the loss
@@ -740,14 +743,23 @@ class _Model:
                 live = unreleased[k] + recomputed.get(k, Const(0)) + grads + mine + sum_(gspans[k])
                 live = live + sum_(second[k])
                 bwd.append(live + end + where(op.gate, bw, 0))
+                if own is not None:  # ToCopyBackward: the fp32 gradients while the 16-bit ones live
+                    fp32 = where(op.gate, self.param_grad_bytes(op), 0)
+                    bwd.append(released[k] + grads + mine + fp32 + sum_(through[k]) + end)
             if self.steps == 1:
                 grads = grads + where(op.gate, self.param_grad_bytes(op), 0)
         return fwd, bwd, saved_end, sum_(end_alive)
 
     def _grad_spans(
-        self, root: _Root, order: list[int], gspans: dict[int, list[Expr]], second: dict[int, list[Expr]]
+        self,
+        root: _Root,
+        order: list[int],
+        gspans: dict[int, list[Expr]],
+        second: dict[int, list[Expr]],
+        through: dict[int, list[Expr]],
     ) -> None:
-        """The gradient of ``root`` lives from its last consumer's backward to its producer's."""
+        """The gradient of ``root`` lives from its last consumer's backward to its producer's (``through``:
+        after each backward but its producer's)."""
         uses = sorted(root.grad_uses, key=lambda u: u[0])
         suffix: list[Expr] = [Const(False)] * (len(uses) + 1)
         for i in range(len(uses) - 1, -1, -1):
@@ -761,10 +773,12 @@ class _Model:
             if j == len(uses):
                 continue
             gspans[k].append(where(root.gate & suffix[j], root.size, 0))
+            if k != root.birth:
+                through[k].append(gspans[k][-1])
             if uses[j][0] == k and j + 1 < len(uses):  # a later consumer's gradient is there already
                 second[k].append(where(uses[j][1] & suffix[j + 1], root.size, 0))
 
-    def _cat_slices(self, order: list[int], gspans: dict[int, list[Expr]]) -> None:
+    def _cat_slices(self, order: list[int], *spans: dict[int, list[Expr]]) -> None:
         """``torch.cat``'s backward hands each input a slice (a view) of the output gradient, so that
         whole gradient lives until the last slice is released: at the input's next gradient
         contribution (summed out of place) or at its producer's backward. The inputs' own gradient
@@ -787,7 +801,8 @@ class _Model:
             for k in order:
                 if first <= k < node.index:
                     held = sum_(b for t, b in slices if t <= k)
-                    gspans[k].append(where(node.gate, cat.size - held, 0))
+                    for lists in spans:
+                        lists[k].append(where(node.gate, cat.size - held, 0))
 
     def working_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
         """Transient bytes of ``node``: (forward, backward, backward when no input needs a gradient).
@@ -1554,7 +1569,9 @@ def _plan(self: _Model, steps: int) -> AllocationPlan:
         plan.free(g2)
         for op in reversed(ops):
             k = op.index
-            for s, b in zip(grad_slots.get(k, ()), params(op)):  # parameter gradients
+            # parameter gradients; under autocast 16-bit ones first, made fp32 once the backward is done
+            half = [(plan.slot(), b) for b in params(op, 2)] if self.casts_weights(op) else []
+            for s, b in half or zip(grad_slots.get(k, ()), params(op)):
                 plan.alloc(s, b, op.gate)
             if k in out_slot and self.roots[op.output].grad:
                 g = op.gate
@@ -1574,6 +1591,11 @@ def _plan(self: _Model, steps: int) -> AllocationPlan:
                 plan.free(s, c)
             if k in kept_slot:
                 plan.free(kept_slot[k])
+            if half:  # ToCopyBackward
+                for s, b in zip(grad_slots.get(k, ()), params(op)):
+                    plan.alloc(s, b, op.gate)
+                for s, _ in half:
+                    plan.free(s)
         # optimizer.step()
         state = _STATE[self.optimizer]  # tensors optimizer.step() creates per parameter, once
         state_bytes = 4 if self.mixed else self.pbytes

@@ -484,7 +484,7 @@ class Engine:
         Yields pieces in a deterministic order; with ``max_boxes`` the last piece carries the boxes
         left undecided. ``progress`` receives the settled share of the volume (0..1).
         """
-        self._require_finite("this operation")
+        self.require_finite("this operation")
         self._opaque_used = 0
         if lo is None or hi is None:
             lo, hi = self.domain.root()
@@ -590,7 +590,7 @@ class Engine:
         found first (depth first, lower halves first), so results are deterministic. Only what can still
         beat the best point so far is evaluated: points of smaller value, boxes of smaller bound.
         """
-        self._require_finite("optimisation")
+        self.require_finite("optimisation")
         self._opaque_used = 0
         best: np.ndarray | None = None
         best_val = np.inf
@@ -656,7 +656,12 @@ class Engine:
                 )
         return best, best_val, True
 
-    def _require_finite(self, what: str) -> None:
+    def reset_opaque_count(self) -> None:
+        """Count Python-predicate evaluations from zero: a new operation (see ``OPAQUE_LIMIT``)."""
+        self._opaque_used = 0
+
+    def require_finite(self, what: str) -> None:
+        """Raise a ValueError naming the continuous Floats used in constraints (``what`` needs none)."""
         if self.domain.unpinned:
             names = ", ".join(sorted(self.domain.unpinned))
             raise ValueError(

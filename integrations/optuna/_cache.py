@@ -191,10 +191,10 @@ def compute_pruned_space(problem: Problem, n_witnesses: int = 64) -> PrunedSpace
             bounds[name] = (float(lo), float(hi))
     witnesses: list[dict[str, Any]] = []
     if not any(problem.space[n].condition for n in problem.space.names):
-        try:  # feasible configs that let the sampler confirm most proposals with one vectorized check
-            witnesses = [{k: _plain(v) for k, v in c.items()} for c in problem.sample(n_witnesses, seed=0)]
-        except Exception:  # pragma: no cover - sampling is an optimisation only
-            _logger.debug("could not sample witness configurations", exc_info=True)
+        from dnnsat._guard import sampled_witnesses
+
+        # feasible configs that let the sampler confirm most proposals with one vectorized check
+        witnesses = sampled_witnesses(problem, n_witnesses)
     seconds = time.perf_counter() - t0
     return PrunedSpace(
         fingerprint, values, bounds, seconds=seconds, computed_by=who, computed=True, witnesses=witnesses
