@@ -17,7 +17,15 @@ from tests.test_sample_speed import _gpt
 
 L, K, B, D = E.Var("layers"), E.Var("kind"), E.Var("b"), E.Var("d")
 BOX = {"layers": (1, 8), "kind": (0, 2), "b": (1, 16), "d": (1, 64)}
-SIZES = [B * D, D * D, 4 * B, E.ceildiv(3 * B * D, 7), D + B, E.maximum(B, D) * 2]
+SIZES = [
+    B * D,
+    D * D,
+    4 * B,
+    E.ceildiv(3 * B * D, 7),
+    D + B,
+    E.maximum(B, D) * 2,
+    B - D,
+]  # the last: either sign
 GATES = [
     *(i < L for i in range(8)),
     L == 3,
@@ -90,12 +98,15 @@ def test_gpt_training_memory_is_factored_and_exact() -> None:
     p = _gpt()
     engine = p._c().engine
     roots, box = engine._open_exprs, engine._box
-    assert gated_peaks(
+    factored = gated_peaks(
         roots, box, E._dtype_plan(roots, box), E.compile_vectorized, lambda n: E.compile_vectorized([n])
     )
+    assert len(factored) == 1
+    (peak,) = factored.values()
     configs = random_configs(p.space, 400, seed=3)
     cols = {n: np.array([p.space[n].encode(c[n]) for c in configs]) for n in box}
     got = E.compile_vectorized(roots, box=box)(cols)
     want = E._compile_vectorized(roots, box, gated=False)(cols)
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert np.array_equal(peak(cols), E._compile_vectorized([peak.node], box, gated=False)(cols)[0])
     assert 0 < int(np.sum(got[-1])) < len(configs)  # the budget splits them: both answers occur
