@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._point_forms import Peak, linear_args, peaks
-from .expr import Expr, _interval_functions, interval, topological, variables
+from .expr import Expr, _interval_interpreter, interval, topological, variables
 
 __all__ = ["GatedPeak", "gated_peaks"]
 
@@ -114,9 +114,8 @@ def gated_peaks(
         names = sorted(variables([g for g in gates if g is not None]))
         lows = np.array([int(box[n][0]) for n in names], dtype=np.int64)
         counts = np.array([int(box[n][1]) - int(box[n][0]) + 1 for n in names], dtype=np.int64)
-        combos = _combos(names, box)
-        entries = combos * len(peak.ends) * len(sizes)
-        if combos > _GATE_VALUES or entries > budget:
+        entries = int(counts.prod()) * len(peak.ends) * len(sizes)  # accept() bounded the combinations
+        if entries > budget:
             continue
         on = _gate_table(gates, names, lows, counts)
         if on is None:
@@ -145,10 +144,11 @@ def _gate_variables(moments: list[Expr]) -> frozenset[str]:
 
 
 def _combos(names: Iterable[str], box: Mapping[str, tuple[Any, Any]]) -> float:
-    """Number of value combinations of the variables ``names`` in ``box`` (inf: a non-integer bound)."""
+    """Number of value combinations of the variables ``names`` in ``box`` (inf: a variable outside it
+    or a non-integer bound)."""
     total = 1.0
     for name in names:
-        lo, hi = box[name]
+        lo, hi = box.get(name, (0.5, 0.5))
         if not (float(lo).is_integer() and float(hi).is_integer()):
             return math.inf
         total *= int(hi) - int(lo) + 1
@@ -195,24 +195,15 @@ def _gate_table(
     grid = np.meshgrid(*(low + np.arange(c) for low, c in zip(lows.tolist(), counts.tolist())), indexing="ij")
     point = {n: g.ravel() for n, g in zip(names, grid)}
     combos = math.prod(counts.tolist())
-    rules = _interval_functions(False)
-    found = [g for g in gates if g is not None]
-    bounds: dict[int, tuple[Any, Any]] = {}
+    found = [(k, g) for k, g in enumerate(gates) if g is not None]
     with np.errstate(all="ignore"):
-        for x in topological(found):
-            if x.op == "var":
-                bounds[id(x)] = (point[x.name], point[x.name])
-            elif x.op == "const":
-                bounds[id(x)] = (x.payload, x.payload)
-            else:
-                bounds[id(x)] = rules[x.op](*(b for a in x.args for b in bounds[id(a)]))
+        bounds = _interval_interpreter([g for _, g in found], python=False)(point, point)
     table = np.ones((combos, len(gates)), dtype=np.int64)
-    for k, g in enumerate(gates):
-        if g is not None:
-            lo, hi = (np.broadcast_to(b, (combos,)) for b in bounds[id(g)])
-            if not np.array_equal(lo, hi):
-                return None
-            table[:, k] = lo
+    for (k, _), pair in zip(found, bounds):
+        lo, hi = (np.broadcast_to(b, (combos,)) for b in pair)
+        if not np.array_equal(lo, hi):
+            return None
+        table[:, k] = lo
     return table
 
 

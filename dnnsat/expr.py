@@ -850,17 +850,20 @@ def _codegen(
     """One line per node; each node's array is deleted after its last reader (a batch of points then
     holds few arrays at once: memory traffic dominated when every one lived to the end). Nodes in
     ``computed`` are emitted without their arguments (``emit`` computes them some other way)."""
-    order = topological(roots, lambda n: () if id(n) in computed else n.args)
-    last_use = {id(a): i for i, node in enumerate(order) if id(node) not in computed for a in node.args}
+
+    def inputs(node: Expr) -> Sequence[Expr]:
+        return () if id(node) in computed else node.args
+
+    order = topological(roots, inputs)
+    last_use = {id(a): i for i, node in enumerate(order) for a in inputs(node)}
     keep = {id(r) for r in roots}
     names: dict[int, str] = {}
     lines = [header]
     for i, node in enumerate(order):
         out = f"t{i}"
         names[id(node)] = out
-        args = [] if id(node) in computed else [names[id(a)] for a in node.args]
-        lines.extend("    " + line for line in emit(node, args, out))
-        dead = sorted({names[id(a)] for a in node.args if last_use.get(id(a)) == i and id(a) not in keep})
+        lines.extend("    " + line for line in emit(node, [names[id(a)] for a in inputs(node)], out))
+        dead = sorted({names[id(a)] for a in inputs(node) if last_use[id(a)] == i and id(a) not in keep})
         if dead:
             lines.append(f"    del {', '.join(dead)}")
     lines.append(f"    return ({', '.join(names[id(r)] for r in roots)},)")
@@ -1171,10 +1174,13 @@ def _as_float64(x: Any) -> Any:
     return np.asarray(x, dtype=np.float64)
 
 
-def _interval_interpreter(roots: Sequence[Expr]) -> Callable[..., tuple[tuple[Any, Any], ...]]:
-    """Bounds over one box of Python numbers, node by node, optionally recording every node's."""
+def _interval_interpreter(
+    roots: Sequence[Expr], python: bool = True
+) -> Callable[..., tuple[tuple[Any, Any], ...]]:
+    """Bounds over one box of Python numbers (``python``; else over numpy columns of boxes), node by
+    node without generated code, optionally recording every node's."""
     order = topological(roots)
-    rules = _interval_functions(True)
+    rules = _interval_functions(python)
     plan = [(id(node), node.op, node.payload, tuple(id(a) for a in node.args)) for node in order]
     root_ids = [id(r) for r in roots]
 

@@ -1150,7 +1150,9 @@ class Problem:
         chosen: list[np.ndarray] = [np.zeros((0, comp.domain.ndim), dtype=np.int64)]
         got = attempts = 0
         while got < n and (limit is None or attempts < limit):
-            want = max(2 * (n - got), 64) if limit is None else min(max(2 * (n - got), 64), limit - attempts)
+            want = max(2 * (n - got), 64)
+            if limit is not None:
+                want = min(want, limit - attempts)
             cand, which = self._draw(comp, lo, hi, want, rng)
             ok = np.ones(len(cand), dtype=bool)
             u = undecided[which]
