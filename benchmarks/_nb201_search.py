@@ -216,7 +216,7 @@ def _nni(name: str, arm: str, seed: int, trials: Trials) -> None:
     from dnnsat.integrations.nni import DnnSATTuner
     from nni.tools.package_utils.tuner_factory import create_builtin_class_instance
 
-    from dnnsat._space_io import config_from_nni
+    from dnnsat.space import config_from_nni
     from dnnsat.zoo import get as zoo_get
 
     builtin, args = {

@@ -20,7 +20,7 @@ from typing import Any
 
 from dnnsat import zoo
 from dnnsat.cost import Budget
-from dnnsat.cost._reserved import ReservedMemory
+from dnnsat.cost.memory import ReservedMemory
 from dnnsat.graph import Network, encode_config
 from dnnsat.space import Categorical, Int, Space
 

@@ -50,11 +50,11 @@ from benchmarks._report import (
 single_core()
 
 import optuna  # noqa: E402
-from dnnsat.integrations.nni import DnnSATTuner, config_from_nni  # noqa: E402
-from dnnsat.integrations.optuna import DnnSATSampler, suggest  # noqa: E402
 
 from dnnsat import Problem, zoo  # noqa: E402
 from dnnsat.cost import Budget  # noqa: E402
+from dnnsat.integrations.nni import DnnSATTuner, config_from_nni  # noqa: E402
+from dnnsat.integrations.optuna import DnnSATSampler, suggest  # noqa: E402
 from dnnsat.solver import _engine  # noqa: E402
 from dnnsat.torch import random_configs  # noqa: E402
 

@@ -12,7 +12,7 @@ first use of each library.
    (two steady-state steps; Adam and SGD with torch's default foreach optimizers, Adam under float16
    autocast for ``dtype="mixed"``; a no-grad forward), after ``torch.cuda.empty_cache()`` and clearing
    the cuBLAS workspaces so that each configuration starts from an empty cache as the simulation does.
-   The simulation (:class:`dnnsat.cost._reserved.ReservedMemory`, the profile ``--device``) is compared
+   The simulation (:class:`dnnsat.cost.memory.ReservedMemory`, the profile ``--device``) is compared
    with ``torch.cuda.max_memory_reserved`` and ``max_memory_allocated``; the symbolic ``memory`` (footprint
    + allocation peak in 2 MiB segments, a lower bound) with the process's memory at the end
    (``mem_get_info``: used, which includes the footprint of this process).
@@ -37,7 +37,7 @@ import torch
 from benchmarks._report import add_write_options, markdown_table, update_readme, writes_readme
 from benchmarks.memory_accuracy import MODES, _family_configs, _spaces, estimator, mode_setup
 from dnnsat.cost import Budget, get_device
-from dnnsat.cost._reserved import ReservedMemory
+from dnnsat.cost.memory import ReservedMemory
 from dnnsat.graph import Network, encode_config
 from dnnsat.space import Space
 from dnnsat.torch import GraphModule, concretize, example_inputs, peak_memory
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         f"device profile `{profile.name}`: {len(rows) // len(MODES)} configurations x {len(MODES)} modes, "
         f"{elapsed:.0f} s.\n\n{foot_note}\n\n"
         + markdown_table(["stack", "measured", "profile"], foot_rows)
-        + "\n\nSimulated caching allocator (dnnsat.cost._allocator over the step's allocation sequence) vs "
+        + "\n\nSimulated caching allocator (dnnsat.cost.memory._allocator over the step's allocation sequence) vs "
         "`torch.cuda.max_memory_reserved` / `max_memory_allocated`; signed error (estimate - measured) / "
         "measured; last column: configurations where the symbolic `memory` (footprint + allocation peak) "
         "is at most the process's memory at the peak (a lower bound, as it should be).\n\n"

@@ -404,6 +404,7 @@ class Arm:
 
     def start(self) -> None:
         import optuna
+
         from dnnsat.integrations.optuna import DnnSATSampler
 
         t0, c0 = time.perf_counter(), time.process_time()
@@ -418,6 +419,7 @@ class Arm:
     def step(self) -> dict[str, Any]:
         """Ask, train for real, tell; advance the clock by the wall time of all of it."""
         import optuna
+
         from dnnsat.integrations.optuna import suggest
 
         t0, c0 = time.perf_counter(), time.process_time()

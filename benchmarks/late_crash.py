@@ -118,6 +118,7 @@ class Arm:
 
     def start(self) -> None:
         import optuna
+
         from dnnsat.integrations.optuna import DnnSATSampler
 
         t0, c0 = time.perf_counter(), time.process_time()
@@ -133,6 +134,7 @@ class Arm:
 
     def step(self) -> dict[str, Any]:
         import optuna
+
         from dnnsat.integrations.optuna import suggest
 
         t0, c0 = time.perf_counter(), time.process_time()

@@ -120,9 +120,8 @@ def cpu_measure(items: list[tuple[str, Any, dict[str, Any]]], rounds: int) -> np
 def cpu_part(quick: bool) -> str:
     import torch
 
-    from dnnsat.cost import Budget
-    from dnnsat.cost._devices import fit_device, get_device
-    from dnnsat.cost._latency import latency_expressions
+    from dnnsat.cost import Budget, fit_device, get_device
+    from dnnsat.cost.latency import latency_expressions
     from dnnsat.expr import compile_scalar
     from dnnsat.graph import encode_config
     from dnnsat.torch import calibrate
@@ -253,7 +252,7 @@ def calibration_draws(n_total: int, draws: int) -> list[np.ndarray]:
 def predictor(net: Any, profile: DeviceProfile, cols: dict[str, np.ndarray]) -> Callable[..., np.ndarray]:
     """Latency (s) of every architecture in ``cols`` under a profile with ``profile``'s peaks: one compiled
     expression with the fitted parameters (launch overhead, efficiencies) as variables."""
-    from dnnsat.cost._latency import class_efficiency, latency_model
+    from dnnsat.cost.latency import class_efficiency, latency_model
     from dnnsat.expr import compile_vectorized
 
     lat = latency_model(net, None, profile)
@@ -275,7 +274,7 @@ def nb201_part(data: Path, draws: int, columns: Sequence[str] = ()) -> str:
     from scipy.stats import spearmanr
 
     from dnnsat import zoo
-    from dnnsat.cost._devices import fit_device
+    from dnnsat.cost import fit_device
     from dnnsat.expr import compile_vectorized
     from dnnsat.zoo import config_from_arch_str
 

@@ -9,7 +9,7 @@ first layers (the input needs no gradient; odd channel counts, 1x1, kxk and dept
 inner convolutions (channels 16-64, groups 1/2/4, kernels 1/3, strides 1-2), depthwise and pointwise
 convolutions with odd channel counts (MobileNet's), expansions and projections. Natively and, in a
 subprocess, with AVX2 emulated (where oneDNN has no bfloat16 kernels and PyTorch's own run). The rules
-were read off allocator traces of other shapes (``dnnsat/cost/_memory.py``); nothing is fitted here.
+were read off allocator traces of other shapes (``dnnsat/cost/memory/_cpu.py``); nothing is fitted here.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from dnnsat.integrations.nni import DnnSATTuner
 from nni.tools.package_utils.tuner_factory import create_builtin_class_instance
 
 from benchmarks._report import add_write_options, update_readme, writes_readme
-from dnnsat._space_io import config_from_nni
+from dnnsat.space import config_from_nni
 from dnnsat.zoo import synthetic_resnet_problem
 
 LIMITS = {"default": {}, "tight": {"flops_limit": 1e11, "params_limit": 2e6}}

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 import optuna
-from dnnsat.integrations.optuna import DnnSATSampler, suggest
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
 from benchmarks._report import add_write_options, markdown_table, update_readme, writes_readme
+from dnnsat.integrations.optuna import DnnSATSampler, suggest
 from dnnsat.zoo import synthetic_resnet_problem
 
 

@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 import optuna
-from dnnsat.integrations.optuna import DnnSATSampler, suggest
 from optuna.samplers import RandomSampler
 from optuna.trial import TrialState
 
 import dnnsat as ds
 from benchmarks._report import add_write_options, fmt_time, markdown_table, update_readme, writes_readme
+from dnnsat.integrations.optuna import DnnSATSampler, suggest
 
 
 def run_one(problem: ds.Problem, seed: int, trials: int, jobs: int, train_s: float) -> dict[str, Any]:

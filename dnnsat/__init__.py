@@ -11,7 +11,6 @@ on first use). Adapters live in ``dnnsat.integrations.optuna`` and
 from typing import Any
 
 from . import expr, zoo
-from ._guard import Decision, Guard, GuardStats, Within
 from .cost import (
     AllocatorConfig,
     Budget,
@@ -24,6 +23,7 @@ from .cost import (
 )
 from .expr import Const, Expr, Var, ceildiv, maximum, minimum, sum_, where
 from .graph import GraphError, Network, Tensor
+from .guard import Decision, Guard, GuardStats, Within
 from .problem import (
     Constraint,
     Estimate,

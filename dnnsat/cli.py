@@ -9,7 +9,6 @@ adds the Python traceback.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -17,7 +16,6 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any, NoReturn
 
 import click
@@ -26,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .problem import InfeasibleSpaceError, Problem
+from .problem._user_module import UserModuleError, import_user_module, one_line
 from .space import SpaceError
 from .units import cost_kind, format_quantity
 
@@ -88,44 +87,8 @@ class UnexpectedError(CliError):
 
 
 def _one_line(err: BaseException) -> str:
-    """``Type: message (file.py, line N)``: the error and where it was raised, on one line."""
-    text = " ".join(str(err).split()) or "(no message)"
-    where = ""
-    if not isinstance(err, SyntaxError):  # its message already names the file and line
-        skip = (__file__, os.path.dirname(importlib.__file__))  # this module and the import machinery
-        frames = [
-            f
-            for f in traceback.extract_tb(err.__traceback__)
-            if not f.filename.startswith("<") and not f.filename.startswith(skip)
-        ]
-        if frames:
-            where = f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})"
-    return f"{type(err).__name__}: {text}{where}"
-
-
-class UserModuleError(ImportError):
-    """A user's module failed to import; the message is one line, the original error is ``__cause__``."""
-
-
-def import_user_module(module_name: str, spec: str) -> ModuleType:
-    """Import ``module_name`` (for ``spec``, e.g. ``"PROBLEM mymodule:problem"``): current directory first.
-
-    Any exception raised while importing becomes a :class:`UserModuleError` naming the module, the error
-    and the file and line that raised it, so a broken module costs the user one line, not a traceback.
-    """
-    cwd = os.getcwd()
-    sys.path.insert(0, cwd)
-    try:
-        return importlib.import_module(module_name)
-    except Exception as err:  # anything the user's module raises while it runs
-        hint = ""
-        if isinstance(err, ModuleNotFoundError) and err.name == module_name.split(".")[0]:
-            hint = " (looked in the current directory and on PYTHONPATH)"
-        raise UserModuleError(
-            f"cannot import module {module_name!r} ({spec}): {_one_line(err)}{hint}"
-        ) from err
-    finally:
-        sys.path.remove(cwd)
+    """``Type: message (file.py, line N)``: the error and where it was raised (outside this module)."""
+    return one_line(err, __file__)
 
 
 def load_problem(spec: str, budget: str | None = None) -> Problem:

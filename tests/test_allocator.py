@@ -15,16 +15,18 @@ import pytest
 import dnnsat as ds
 from dnnsat import zoo
 from dnnsat.cost import Budget, get_device
-from dnnsat.cost._allocator import (
+from dnnsat.cost.memory import (
     AllocatorConfig,
     CachingAllocator,
-    allocation_size,
+    ReservedMemory,
+    allocation_plan,
+    cublas_workspace,
+    footprint,
+    memory_expressions,
     round_size,
     simulate,
 )
-from dnnsat.cost._footprint import cublas_workspace, footprint
-from dnnsat.cost._memory import allocation_plan, memory_expressions
-from dnnsat.cost._reserved import ReservedMemory
+from dnnsat.cost.memory._allocator import allocation_size
 from dnnsat.expr import Var, compile_scalar
 from dnnsat.graph import Network, encode_config
 

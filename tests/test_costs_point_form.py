@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 import dnnsat.expr as E
 from dnnsat import zoo
-from dnnsat._point_forms import peaks, split_names
 from dnnsat.cost import Budget
+from dnnsat.expr._point_forms import peaks, split_names
 from dnnsat.torch import random_configs
 from tests.test_expr import X, Y, Z, int_exprs
 

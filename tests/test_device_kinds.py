@@ -10,8 +10,8 @@ import pytest
 
 from dnnsat import zoo
 from dnnsat.cost import Budget
-from dnnsat.cost._devices import ACCELERATOR_NUMBERS, KINDS, DeviceProfile, fit_device, get_device
-from dnnsat.cost._latency import CLASS_SCALE, latency_expressions, latency_model
+from dnnsat.cost._devices import ACCELERATOR_NUMBERS, KINDS, DeviceProfile, get_device
+from dnnsat.cost.latency import CLASS_SCALE, fit_device, latency_expressions, latency_model
 from dnnsat.expr import compile_scalar, compile_vectorized
 from dnnsat.graph import Network
 from dnnsat.zoo._nasbench import EDGES, OPS

@@ -12,9 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from dnnsat.cli import main
-from dnnsat.cost._devices import (
+from dnnsat.cost import (
     CPU_ISAS,
-    NUMBERS,
     CpuBackend,
     DeviceProfile,
     UnknownDeviceError,
@@ -24,7 +23,8 @@ from dnnsat.cost._devices import (
     get_device,
     list_devices,
 )
-from dnnsat.cost._latency import latency_expressions
+from dnnsat.cost._devices import NUMBERS
+from dnnsat.cost.latency import latency_expressions
 from dnnsat.expr import Var, compile_scalar
 from dnnsat.graph import Network
 
@@ -189,7 +189,7 @@ def test_detected_backend_is_what_pytorch_runs() -> None:
     """The detection agrees with PyTorch itself, here and with AVX2 emulated (fresh interpreter)."""
     torch = pytest.importorskip("torch")
     code = (
-        "import json, torch; from dnnsat.cost._devices import detect_cpu_backend as d; b = d(); "
+        "import json, torch; from dnnsat.cost import detect_cpu_backend as d; b = d(); "
         "print(json.dumps([b.isa, b.channel_block, b.aten == torch.backends.cpu.get_cpu_capability(), "
         "b.bf16 == torch.ops.mkldnn._is_mkldnn_bf16_supported(), "
         "b.fp16 == torch.ops.mkldnn._is_mkldnn_fp16_supported()]))"

@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 optuna = pytest.importorskip("optuna")
 pytest.importorskip("nni")
 
-from dnnsat.integrations.nni import DnnSATTuner, config_from_nni  # noqa: E402
-from dnnsat.integrations.optuna import DnnSATSampler, suggest  # noqa: E402
 from torch import nn  # noqa: E402
 
 import dnnsat as ds  # noqa: E402
+from dnnsat.integrations.nni import DnnSATTuner, config_from_nni  # noqa: E402
+from dnnsat.integrations.optuna import DnnSATSampler, suggest  # noqa: E402
 
 
 class Net(nn.Module):

@@ -78,7 +78,7 @@ def _linear_net(v: Any) -> ds.Network:
 def test_skipped_init_touches_meta_tensors_only_and_restores() -> None:
     """Weight initialisation is skipped on the meta device only (another thread's real model is
     initialised as usual); nested uses restore ``torch.nn.init`` when the last one leaves."""
-    from dnnsat.torch._trace import _SkippedInit
+    from dnnsat.torch._capture import _SkippedInit
 
     real = nn.init.kaiming_uniform_
     with _SkippedInit():

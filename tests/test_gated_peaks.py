@@ -1,4 +1,4 @@
-"""Memory peaks as matrix products (``dnnsat._gated_peaks``) give the node-by-node values bit for bit:
+"""Memory peaks as matrix products (``dnnsat.expr._gated_peaks``) give the node-by-node values bit for bit:
 random timelines of gated sizes (inside the compile box and outside it) and the zoo GPT's training
 memory."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dnnsat.expr as E
-from dnnsat._gated_peaks import gated_peaks
+from dnnsat.expr._gated_peaks import gated_peaks
 from dnnsat.torch import random_configs
 from tests.test_sample_speed import _gpt
 

@@ -359,7 +359,7 @@ def test_constant_false_rule_fails_at_build_time():
 
 
 def test_always_false_over_space_fails_when_attached():
-    from dnnsat.cost import attach
+    from dnnsat.problem._model import attach
 
     space = ds.Space({"r": ds.Int(4, 8), "w": ds.Int(1, 4)})
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 import dnnsat as ds
-from dnnsat.cost import Budget, attach, cost_expressions
+from dnnsat.cost import Budget, cost_expressions
 from dnnsat.graph import Network
+from dnnsat.problem._model import attach
 
 SPACE = ds.Space(
     {

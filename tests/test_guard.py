@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dnnsat as ds
-from dnnsat._guard import Guard, Within
+from dnnsat.guard import Guard, Within
 from dnnsat.space import Categorical
 from tests._random_problems import brute_feasible, random_problem
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dnnsat import zoo
-from dnnsat.cost import Budget
-from dnnsat.cost._devices import DeviceProfile, fit_device, get_device
-from dnnsat.cost._latency import CLASS_SCALE, latency_expressions
+from dnnsat.cost import Budget, DeviceProfile, fit_device, get_device
+from dnnsat.cost.latency import CLASS_SCALE, latency_expressions
 from dnnsat.expr import Var, compile_scalar
 from dnnsat.graph import Network, encode_config
 from dnnsat.space import Categorical, Space

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dnnsat import zoo
-from dnnsat.cost._devices import PRIOR_GRID, DeviceProfile, fit_device, get_device
-from dnnsat.cost._latency import latency_expressions
+from dnnsat.cost import DeviceProfile, fit_device, get_device
+from dnnsat.cost.latency import PRIOR_GRID, latency_expressions
 from dnnsat.expr import compile_vectorized
 from dnnsat.zoo._nasbench import EDGES, OPS
 
@@ -71,7 +71,7 @@ def test_fixed_prior_weight_still_accepted() -> None:
 
 def test_batched_jacobian_equals_one_point_at_a_time() -> None:
     """fit_device evaluates the Jacobian's p + 1 points in one vectorised call: same numbers as p calls."""
-    from dnnsat.cost._devices import _jacobian
+    from dnnsat.cost.latency._fit import _jacobian
 
     a = np.array([[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]])
 
@@ -91,7 +91,7 @@ def test_batched_jacobian_equals_one_point_at_a_time() -> None:
 def test_probed_efficiencies_need_strong_evidence_to_move() -> None:
     """A class the probes measured (``probed``) keeps its value when few noisy samples barely involve it;
     the same fit without ``probed`` moves it further. Exact samples still move it to the truth."""
-    from dnnsat.cost._devices import PROBE_PRIOR_WEIGHT
+    from dnnsat.cost.latency import PROBE_PRIOR_WEIGHT
 
     samples = _samples(TRUTH, 6, noise=0.3, seed=3)
     probed = BASE.replace(efficiency={**BASE.efficiency, "pointwise": 0.1}, probed=("pointwise",))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dnnsat.cost._devices import DeviceProfile
-from dnnsat.cost._latency import latency_expressions
+from dnnsat.cost.latency import latency_expressions
 from dnnsat.expr import Var, compile_scalar
 from dnnsat.graph import Network
 
@@ -147,7 +147,7 @@ def test_calibrate_thread_clock_measures_onednn_overhead_and_probe_efficiencies(
 def test_aten_convolutions_are_their_own_class_padded_like_a_matmul() -> None:
     """A 1x1 convolution below batch 16 on one thread runs ATen's GEMM (class ``aten_conv``, both channel
     counts padded, no oneDNN reorder or overhead); at batch 16 it is oneDNN's ``pointwise``."""
-    from dnnsat.cost._latency import latency_model
+    from dnnsat.cost.latency import latency_model
 
     p = _cpu().replace(efficiency={"compute": 1.0, "memory": 1.0, "aten_conv": 0.5, "pointwise": 2.0})
     net = _conv(8, 24, 24, 1, 4)

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 import torch
 
-from dnnsat.cost import Budget
-from dnnsat.cost._devices import DeviceProfile, detect_cpu_backend, get_device
-from dnnsat.cost._memory import CUDA_BLOCK, CUDA_SEGMENT, MEMORY_KEYS, memory_expressions
+from dnnsat.cost import Budget, DeviceProfile, detect_cpu_backend, get_device
+from dnnsat.cost.memory import CUDA_BLOCK, CUDA_SEGMENT, MEMORY_KEYS, memory_expressions
 from dnnsat.expr import Var, compile_scalar
 from dnnsat.graph import Network
 from dnnsat.torch import peak_memory, storage_bytes, track_memory

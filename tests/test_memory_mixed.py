@@ -11,7 +11,8 @@ import torch
 
 from benchmarks.memory_mixed import _families, configs, measure
 from dnnsat.cost import Budget
-from dnnsat.cost._memory import _Model, cpu_bf16_matmul_scratch
+from dnnsat.cost.memory import cpu_bf16_matmul_scratch
+from dnnsat.cost.memory._peak import _Model
 from dnnsat.expr import Const, compile_scalar
 from dnnsat.graph import CATALOG, Network
 from dnnsat.graph._catalog import KEEP, LOWER

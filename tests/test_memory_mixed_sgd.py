@@ -11,8 +11,7 @@ from torch import nn
 
 import dnnsat as ds
 from dnnsat.cost import Budget
-from dnnsat.cost._allocator import CachingAllocator
-from dnnsat.cost._memory import allocation_plan, memory_expressions
+from dnnsat.cost.memory import CachingAllocator, allocation_plan, memory_expressions
 from dnnsat.expr import compile_scalar
 from dnnsat.graph import encode_config
 from dnnsat.torch import from_torch, peak_memory

@@ -27,7 +27,7 @@ from nni.tools.package_utils import tuner_factory  # noqa: E402
 from nni.tuner import Tuner  # noqa: E402
 
 import dnnsat as ds  # noqa: E402
-from dnnsat._space_io import config_from_nni  # noqa: E402
+from dnnsat.space import config_from_nni  # noqa: E402
 
 
 def _float_problem() -> ds.Problem:

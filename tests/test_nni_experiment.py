@@ -27,7 +27,7 @@ pytest.importorskip("nni")
 
 from dnnsat.integrations.nni import registration_file  # noqa: E402
 
-from dnnsat._space_io import config_from_nni  # noqa: E402
+from dnnsat.space import config_from_nni  # noqa: E402
 from dnnsat.zoo import synthetic_resnet_problem  # noqa: E402
 
 TIMEOUT = 420  # seconds per experiment process (a loaded 2-core machine needs ~60-120 s for all three)

@@ -16,7 +16,7 @@ from dnnsat.integrations.nni import DnnSATClassArgsValidator, DnnSATTuner, load_
 
 import dnnsat as ds  # noqa: E402
 from benchmarks.nni_overhead import ARGS  # noqa: E402  (the tuner arguments the benchmark uses)
-from dnnsat._space_io import config_from_nni  # noqa: E402
+from dnnsat.space import config_from_nni  # noqa: E402
 from dnnsat.zoo import synthetic_resnet_problem  # noqa: E402
 
 TIGHT = {"flops_limit": 1e11, "params_limit": 2e6}

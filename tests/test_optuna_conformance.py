@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import optuna
 import pytest
-from dnnsat.integrations.optuna import DnnSATSampler, ProblemMismatchError, suggest
 from optuna.samplers import (
     BaseSampler,
     CmaEsSampler,
@@ -27,6 +26,7 @@ from optuna.samplers import (
 from optuna.trial import TrialState
 
 import dnnsat as ds
+from dnnsat.integrations.optuna import DnnSATSampler, ProblemMismatchError, suggest
 from dnnsat.zoo import synthetic_resnet_problem
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

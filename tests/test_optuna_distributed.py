@@ -12,10 +12,10 @@ from typing import Any
 
 import optuna
 import pytest
-from dnnsat.integrations.optuna import DnnSATSampler, prune_count_key, suggest
-from dnnsat.integrations.optuna._cache import PROBLEM_KEY
 from optuna.trial import TrialState
 
+from dnnsat.integrations.optuna import DnnSATSampler, prune_count_key, suggest
+from dnnsat.integrations.optuna._cache import PROBLEM_KEY
 from dnnsat.zoo import synthetic_resnet_problem
 
 WORKERS = 4

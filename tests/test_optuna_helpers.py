@@ -7,6 +7,10 @@ import warnings
 
 import optuna
 import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+import dnnsat as ds
 from dnnsat.integrations.optuna import (
     DnnSATSampler,
     distributions,
@@ -15,10 +19,6 @@ from dnnsat.integrations.optuna import (
     reject_infeasible,
     suggest,
 )
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.trial import TrialState
-
-import dnnsat as ds
 from dnnsat.zoo import synthetic_resnet_problem
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

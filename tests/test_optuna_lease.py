@@ -29,6 +29,10 @@ from typing import Any
 
 import optuna
 import pytest
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+
+import dnnsat as ds
 from dnnsat.integrations.optuna import DnnSATSampler, prune_count_key, suggest
 from dnnsat.integrations.optuna._cache import (
     LEASE_SECONDS,
@@ -37,10 +41,6 @@ from dnnsat.integrations.optuna._cache import (
     load_or_compute_pruned_space,
     lock_study_name,
 )
-from optuna.study import StudyDirection
-from optuna.trial import TrialState
-
-import dnnsat as ds
 from tests.test_optuna_distributed import open_storage, storage_location
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,15 +8,6 @@ from typing import Any
 
 import optuna
 import pytest
-from dnnsat.integrations.optuna import (
-    DnnSATSampler,
-    distributions,
-    feasible_grid,
-    prune_count_key,
-    pruned_space_key,
-    reject_infeasible,
-    suggest,
-)
 from optuna.samplers import (
     BaseSampler,
     BruteForceSampler,
@@ -31,6 +22,15 @@ from optuna.samplers import (
 from optuna.trial import TrialState
 
 import dnnsat as ds
+from dnnsat.integrations.optuna import (
+    DnnSATSampler,
+    distributions,
+    feasible_grid,
+    prune_count_key,
+    pruned_space_key,
+    reject_infeasible,
+    suggest,
+)
 from dnnsat.zoo import synthetic_resnet_problem
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,7 +1,10 @@
-"""Packaging: every package directory is listed in pyproject.toml, the CLI entry point resolves."""
+"""Packaging: the wheel holds every module and data file of the package; the CLI entry point resolves."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import tomllib
@@ -9,14 +12,32 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_package_is_listed_in_pyproject() -> None:
-    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    listed = set(meta["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "dnnsat").rglob("__init__.py")} | {
-        "dnnsat." + ".".join(p.parent.relative_to(ROOT).parts)
-        for p in (ROOT / "integrations").rglob("__init__.py")
+def test_wheel_holds_every_module_and_data_file(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            tmp_path,
+            ROOT,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("dnnsat-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    wanted = {
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "dnnsat").rglob("*")
+        if p.suffix in {".py", ".yml", ".yaml", ".json", ".csv"} and "__pycache__" not in p.parts
     }
-    assert found == listed
+    assert wanted - shipped == set()
+    assert "dnnsat/cost/devices.yaml" in wanted and "dnnsat/integrations/nni/__init__.py" in wanted
 
 
 def test_console_script_points_at_the_cli() -> None:

@@ -114,7 +114,7 @@ def test_continuous_parameters_in_constraints_go_to_z3() -> None:
 
 
 def test_undecided_boxes_are_never_offered_as_feasible(caplog: pytest.LogCaptureFixture) -> None:
-    from dnnsat.problem import _proved
+    from dnnsat.problem._search import _proved
 
     with caplog.at_level(logging.WARNING, logger="dnnsat.problem"):
         ok = _proved(np.array([1, -1, 0, 1], dtype=np.int8), "feasible_values")

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import dnnsat.problem as P
+import dnnsat.problem._count as C
+import dnnsat.problem._repair as P
 from dnnsat import Categorical, Int, Problem, Space
 from dnnsat.solver import _engine
 from tests._random_problems import all_configs, random_problem
@@ -80,12 +81,12 @@ def test_a_tie_is_left_to_the_search(monkeypatch: Any) -> None:
 def test_count_keeps_the_sample_decomposition(monkeypatch: Any) -> None:
     p, fresh = _problem(), _problem()
     assert p.count() == fresh.count()
-    assert set(p._c().pools) == {P.SAMPLE_BOXES}
+    assert set(p._c().pools) == {C.SAMPLE_BOXES}
     boxes = p._c().engine.stats["boxes"]
     assert p.sample(6, seed=2) == fresh.sample(6, seed=2)
     assert p._c().engine.stats["boxes"] == boxes  # drawn from the kept pool
     # a decomposition cut short: count goes on with the boxes it left undecided
-    monkeypatch.setattr(P, "SAMPLE_BOXES", 40)
+    monkeypatch.setattr(C, "SAMPLE_BOXES", 40)
     q = _problem()
     assert q.count() == fresh.count()
     lo, hi, undecided = q._c().pools[40]
@@ -96,7 +97,7 @@ def test_count_keeps_the_sample_decomposition(monkeypatch: Any) -> None:
 def test_count_on_an_infeasible_problem_keeps_an_empty_pool() -> None:
     p = _problem().require(_problem().space.vars.w >= 1000, "impossible")
     assert p.count() == 0
-    lo, _, _ = p._c().pools[P.SAMPLE_BOXES]
+    lo, _, _ = p._c().pools[C.SAMPLE_BOXES]
     assert len(lo) == 0
 
 
@@ -131,5 +132,5 @@ def test_points_per_call_follows_the_arrays_alive_at_once() -> None:
 @pytest.mark.parametrize("seed", range(3))
 def test_count_cut_short_matches_the_whole_count(seed: int, monkeypatch: Any) -> None:
     whole = random_problem(seed, conditional=True).count()
-    monkeypatch.setattr(P, "SAMPLE_BOXES", 3)
+    monkeypatch.setattr(C, "SAMPLE_BOXES", 3)
     assert random_problem(seed, conditional=True).count() == whole

@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dnnsat as ds
-from dnnsat._space_io import (
+from dnnsat.space import (
+    Space,
+    SpaceError,
     config_from_nni,
     config_to_nni,
     load_space,
@@ -22,7 +24,6 @@ from dnnsat._space_io import (
     save_space,
     space_to_dict,
 )
-from dnnsat.space import Space, SpaceError
 
 optuna = pytest.importorskip("optuna")
 hpo_utils = pytest.importorskip("nni.common.hpo_utils")

@@ -416,7 +416,7 @@ def test_nni_trials_all_feasible(case_name: str, base: str) -> None:
     pytest.importorskip("nni")
     from dnnsat.integrations.nni import DnnSATTuner
 
-    from dnnsat._space_io import config_from_nni
+    from dnnsat.space import config_from_nni
 
     case = _adapter_case(case_name)
     args = {"optimize_mode": "maximize", "seed": 1} if base == "TPE" else {"seed": 1}

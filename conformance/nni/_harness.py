@@ -49,7 +49,7 @@ from dnnsat.integrations.nni._load import adapt_space
 from nni.tuner import Tuner
 
 import dnnsat as ds
-from dnnsat._space_io import config_from_nni
+from dnnsat.space import config_from_nni
 
 from ._spaces import ONE_VALUE, SEARCH_SPACES, make_problem, with_companion
 

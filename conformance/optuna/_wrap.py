@@ -26,9 +26,9 @@ import threading
 from typing import Any
 
 import optuna
-from dnnsat.integrations.optuna import DnnSATSampler, _cache
 
 import dnnsat as ds
+from dnnsat.integrations.optuna import DnnSATSampler, _cache
 
 from ._problems import build
 

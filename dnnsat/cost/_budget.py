@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..units import parse_quantity
-from ._allocator import AllocatorConfig
+from .memory import AllocatorConfig
 
 __all__ = ["Budget", "DTYPE_BYTES", "OPTIMIZERS", "MIXED"]
 
@@ -61,7 +61,7 @@ class Budget:
 
     ``allocator`` (GPU devices): the caching allocator's settings the run uses, as
     ``PYTORCH_CUDA_ALLOC_CONF`` spells them (``"expandable_segments:True,max_split_size_mb:128"``; ``;``
-    separates items too), a dict or an :class:`~dnnsat.cost._allocator.AllocatorConfig`, plus
+    separates items too), a dict or an :class:`~dnnsat.cost.AllocatorConfig`, plus
     ``memory_fraction`` (``torch.cuda.set_per_process_memory_fraction``). On a GPU the symbolic
     ``memory`` (footprint + allocation peak in 2 MiB segments) is a lower bound of what the GPU reserves;
     ``simulate=True`` also checks the simulated reserved peak plus the footprint configuration by

@@ -5,7 +5,8 @@ their counting conventions (``flops`` = 2 x multiply-adds of matmul-like ops, as
 """
 
 from ._catalog import CATALOG, Check, OpDef, OpInfo, op
-from ._network import Concrete, GraphError, Network, Node, Tensor, encode_config
+from ._network import Network
+from ._tensor import Concrete, GraphError, Node, Tensor, encode_config
 
 __all__ = [
     "CATALOG",

@@ -46,7 +46,6 @@ from ..expr import (
     Const,
     Expr,
     ExprLike,
-    _digests,
     all_,
     any_,
     as_expr,
@@ -57,6 +56,7 @@ from ..expr import (
     sum_,
     where,
 )
+from ..expr._nodes import _digests
 
 __all__ = [
     "Shape",
@@ -425,7 +425,7 @@ def _conv_infer(nd: int) -> InferFn:
 
 def _conv_mem(x: Shape, y: Shape, a: Attrs, nd: int) -> Mem:
     """Memory of ``conv{1,2}d``: it saves its input. Its CPU working sets depend on the CPU backend
-    (oneDNN ISA, channel blocks) and live in ``dnnsat.cost._memory.cpu_conv_working_sets``; on a GPU
+    (oneDNN ISA, channel blocks) and live in ``dnnsat.cost.memory._cpu.cpu_conv_working_sets``; on a GPU
     they give way to the cuDNN workspace (``cpu_kernels``).
 
     ``padding="same"`` where a total padding ``dilation * (kernel - 1)`` is odd: PyTorch pads the
@@ -501,7 +501,7 @@ def _conv_transpose_infer(nd: int) -> InferFn:
         y = (b, cout, *out)
         params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
         macs = b * prod(sp) * cin * (cout // g) * prod(k)
-        # CPU working sets: ``dnnsat.cost._memory.cpu_conv_transpose_working_sets`` (by backend; a
+        # CPU working sets: ``dnnsat.cost.memory._cpu.cpu_conv_transpose_working_sets`` (by backend; a
         # 1-D one runs as the 2-D one of height 1: ATen's ``_convolution`` views 3-D inputs as 4-D)
         mem = Mem(saves=("in0",), largest_param=cin * (cout // g) * prod(k), cpu_kernels=True)
         return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x), mem=mem)

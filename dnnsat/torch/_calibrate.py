@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..cost._devices import DeviceProfile, detect_cpu_backend
+from ..cost import DeviceProfile, detect_cpu_backend
 
 __all__ = ["calibrate", "measure_latency"]
 
@@ -210,7 +210,7 @@ def _class_efficiencies(profile: DeviceProfile, repeats: int, clock: Callable[[]
     """Compute efficiency per op class (CPU) at which the latency model reproduces the measured time of
     one probe op of that class (:func:`_probes`); classes whose probe the model finds memory-bound keep
     their defaults."""
-    from ..cost._latency import latency_model
+    from ..cost.latency import latency_model
     from ..expr import compile_scalar
     from ..graph import Network
 

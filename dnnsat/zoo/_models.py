@@ -1,6 +1,6 @@
 """Zoo models: mlp, cnn (VGG-style), resnet, mobilenetv2, transformer (encoder), gpt (decoder-only).
 
-Each is a :class:`~dnnsat.zoo._registry.ZooModel`: ``dnnsat.zoo.gpt(budget=ds.Budget(params="125M"))``
+Each is a :class:`~dnnsat.zoo.ZooModel`: ``dnnsat.zoo.gpt(budget=ds.Budget(params="125M"))``
 returns a Problem; ``.space()`` and ``.build()`` give the default space and the build function.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from ..expr import Expr, where
 from ..graph import Network, Tensor
 from ..space import Categorical, Int, Space
-from ._registry import ZooModel, register
+from ._entry import ZooModel, register
 
 __all__ = ["mlp", "cnn", "resnet", "mobilenetv2", "transformer", "gpt"]
 

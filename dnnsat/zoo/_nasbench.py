@@ -19,7 +19,7 @@ from ..expr import Const, Expr, as_expr, compile_scalar, where
 from ..graph import GraphError, Network, Tensor, encode_config
 from ..graph._catalog import eq
 from ..space import Categorical, Space
-from ._registry import ZooModel, register
+from ._entry import ZooModel, register
 
 __all__ = [
     "OPS",

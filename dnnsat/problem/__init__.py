@@ -1,0 +1,32 @@
+"""Problem = Space + constraints (+ a model's costs): the object every dnnsat operation takes, its answers
+(verdicts, counts, samples, repairs, explanations, optima) and its errors."""
+
+from ._count import REJECTION_DRAWS as REJECTION_DRAWS
+from ._count import SAMPLE_BOXES as SAMPLE_BOXES
+from ._feasible import ENUMERATE_FREE as ENUMERATE_FREE
+from ._feasible import FLOAT_STEPS as FLOAT_STEPS
+from ._feasible import FLOAT_TOL as FLOAT_TOL
+from ._problem import BATCH_ROWS as BATCH_ROWS
+from ._problem import Problem
+from ._results import (
+    Constraint,
+    Estimate,
+    Explanation,
+    InfeasibleSpaceError,
+    OpaqueConstraintWarning,
+    Optimum,
+    Verdict,
+    Violation,
+)
+
+__all__ = [
+    "Problem",
+    "Constraint",
+    "Violation",
+    "Verdict",
+    "Estimate",
+    "Explanation",
+    "Optimum",
+    "InfeasibleSpaceError",
+    "OpaqueConstraintWarning",
+]

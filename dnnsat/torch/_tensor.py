@@ -1,0 +1,135 @@
+"""Symbolic tensors during a trace: :class:`STensor` (a tensor of the region's network) and the
+opaque secondary outputs that may not be used."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..graph import Tensor
+from ._errors import TraceError
+from ._symbolic import fixed, user_line
+
+if TYPE_CHECKING:
+    from ._capture import _Trace
+
+
+# ------------------------------------------------------------------------------------------------
+# symbolic tensors
+
+
+class STensor:
+    """A symbolic tensor during a trace: a :class:`~dnnsat.graph.Tensor` of the region's network."""
+
+    def __init__(self, trace: _Trace, t: Tensor) -> None:
+        self._trace = trace
+        self._t = t
+        self.is_bool = False  # a boolean model input (an attention mask)
+        self.watched = False  # reached the model's own code: notes when Python frees it (_Trace.held)
+
+    # shape queries -------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        return tuple(self._trace.sym(d) for d in self._t.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[fixed(dim)]
+
+    def dim(self) -> int:
+        return self._t.ndim
+
+    @property
+    def ndim(self) -> int:
+        return self._t.ndim
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.int64 if self._t.dtype == "int64" else torch.float32
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("meta")
+
+    def __len__(self) -> int:
+        return int(self.shape[0])
+
+    # operators -----------------------------------------------------------------------------------
+    def __add__(self, other: Any) -> Any:
+        return self._trace.call("add", (self, other), {})
+
+    def __radd__(self, other: Any) -> Any:
+        return self._trace.call("add", (other, self), {})
+
+    def __sub__(self, other: Any) -> Any:
+        return self._trace.call("sub", (self, other), {})
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._trace.call("sub", (other, self), {})
+
+    def __neg__(self) -> Any:
+        return self._trace.call("neg", (self,), {})
+
+    def __mul__(self, other: Any) -> Any:
+        return self._trace.call("mul", (self, other), {})
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._trace.call("mul", (other, self), {})
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._trace.call("div", (self, other), {})
+
+    def __matmul__(self, other: Any) -> Any:
+        return self._trace.call("matmul", (self, other), {})
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return self._trace.call("matmul", (other, self), {})
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._trace.call("__getitem__", (self, index), {})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return self._trace.call(name, (self, *args), kwargs)
+
+        return method
+
+    def __bool__(self) -> bool:
+        raise TraceError(f"a tensor's value decides control flow (not supported): {user_line()}")
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        trace = next(a._trace for a in _flat(args, kwargs or {}) if isinstance(a, STensor))
+        return trace.call(getattr(func, "__name__", ""), tuple(args), dict(kwargs or {}))
+
+    def __repr__(self) -> str:
+        return f"STensor({self._t!r})"
+
+
+class _Opaque:
+    """A secondary output (an RNN's final states, attention weights): any use raises."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __getattr__(self, name: str) -> Any:
+        raise TraceError(f"{self.what} is not supported as a value: {user_line()}")
+
+
+def _t(x: STensor) -> Tensor:
+    return x._t
+
+
+def _flat(args: Any, kwargs: Any) -> list[Any]:
+    out: list[Any] = []
+    stack = [*args, *kwargs.values()]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, tuple | list):
+            stack.extend(a)
+        else:
+            out.append(a)
+    return out
