@@ -368,9 +368,19 @@ def _warn_unvalidated(net: Network, model: _Model) -> None:
     """Log the ops whose CPU memory this model is known to underestimate: a strided ``conv_transpose1d``
     (the 2-D rule of height 1: -13 % measured on one inference case, torch 2.13); ``conv3d`` is measured on
     AVX-512 only (torch 2.13): exact for kernel sides <= 3, but training with a larger kernel side is
-    -18 % to -70 % when the channels are not multiples of 16, and on AVX2 -6 % to -13 %."""
+    -18 % to -70 % when the channels are not multiples of 16, and on AVX2 -6 % to -13 %; and mixed precision
+    on an AMX CPU (``avx512_core_amx*``: its bfloat16 kernels are not the AVX-512 BF16 ones modelled)."""
     if model.backend is None:
         return
+    if model.mixed and model.backend.isa.startswith("avx512_core_amx"):
+        log.warning(
+            "memory: the CPU memory of mixed precision on %s (AMX) is not validated: its bfloat16 kernels "
+            "use AMX tiles and other scratchpads than AVX-512 BF16, whose rules this model follows "
+            "(measured, torch 2.13: single bf16 convolutions -13 %% to -55 %% (tens to hundreds of KiB), "
+            "other graphs -3 %% to +13 %%); add Budget(margin=...) or measure with "
+            "dnnsat.torch.peak_memory",
+            model.backend.isa,
+        )
     avx512 = model.backend.isa.startswith("avx512")
     warned: set[str] = set()  # one warning per op kind
     for node in net.ops():
