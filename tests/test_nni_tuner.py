@@ -416,3 +416,66 @@ def test_class_args_validator() -> None:
     ):
         with pytest.raises(ValueError):
             v.validate_class_args(**bad)
+
+
+# -- issue 32: no refusal leaves a parameter id or a base-tuner proposal open ------------------------------
+def assert_nothing_open(tuner: DnnSATTuner) -> None:
+    """Every parameter id in the ledger ended, no proposal held, none open in TPE's liar bookkeeping."""
+    ledger = tuner._ledger
+    assert [pid for pid, t in ledger.trials.items() if not t.ended] == []
+    assert ledger.raw == {}
+    assert getattr(tuner.base, "_running_params", {}) == {}
+
+
+def test_a_space_mismatch_launches_nothing() -> None:
+    problem = small_problem()
+    tuner = DnnSATTuner(problem, "TPE", {"seed": 0})
+    bad = dict(problem.space.to_nni(), b={"_type": "randint", "_value": [1, 9]})
+    with pytest.raises(ValueError, match="'b'"):
+        tuner.update_search_space(bad)
+    with pytest.raises(RuntimeError, match="update_search_space"):
+        tuner.generate_parameters(0)
+    assert tuner._base_space is None and tuner.stats.proposals == tuner.stats.launched == 0
+    assert_nothing_open(tuner)
+
+
+def test_an_empty_space_launches_nothing() -> None:
+    problem = empty_problem()
+    tuner = DnnSATTuner(problem, "TPE", {"seed": 0})
+    tuner.update_search_space(problem.space.to_nni())
+    with pytest.raises(nni.NoMoreTrialError, match="empty"):
+        tuner.generate_parameters(0)
+    assert tuner.generate_multiple_parameters([1, 2]) == []
+    assert tuner.stats.proposals == tuner.stats.launched == 0 and tuner._ledger.trials == {}
+    assert_nothing_open(tuner)
+
+
+def test_exhaustion_leaves_every_proposal_closed() -> None:
+    problem = small_problem()
+    tuner = DnnSATTuner(problem, "TPE", {"seed": 3}, mode="reject", max_attempts=3)
+    configs = drive(tuner, problem, 100)
+    assert len(configs) == 14
+    with pytest.raises(nni.NoMoreTrialError):
+        tuner.generate_parameters(100)
+    assert tuner.stats.proposals > tuner.stats.launched == 14
+    assert_nothing_open(tuner)
+
+
+class _CrashingVerify:
+    """A ``verify=`` model whose check crashes (e.g. the user's module cannot be built)."""
+
+    def disagreements(self, problem: ds.Problem, config: dict[str, Any]) -> list[str]:
+        raise OSError("cannot build the module")
+
+
+def test_a_crashing_verify_leaves_no_parameter_id_open() -> None:
+    """Before issue 32 the parameter id was recorded as launched (never ended: NNI never got it) and
+    TPE kept the proposal running for ever."""
+    problem = small_problem()
+    tuner = DnnSATTuner(problem, "TPE", {"seed": 0}, verify=_CrashingVerify())
+    tuner.update_search_space(problem.space.to_nni())
+    with pytest.raises(OSError, match="cannot build"):
+        tuner.generate_parameters(0)
+    assert tuner._ledger.trials == {} and tuner._ledger.by_config == {}
+    assert tuner.stats.launched == tuner.stats.verified == 0
+    assert_nothing_open(tuner)

@@ -411,6 +411,11 @@ def test_two_workers_with_different_problems_starting_together_one_is_refused(tm
     assert storage.get_study_system_attrs(study._study_id)[PROBLEM_KEY] == winner.fingerprint()
     trials = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
     assert len(trials) == 2 and all(winner.check(t.params).feasible for t in trials)
+    # issue 32: the refused worker's trial ends FAIL with the reason (it stayed RUNNING forever)
+    states = sorted(t.state.name for t in study.get_trials(deepcopy=False))
+    assert states == ["COMPLETE", "COMPLETE", "FAIL"]
+    refused = next(t for t in study.get_trials(deepcopy=False) if t.state == TrialState.FAIL)
+    assert refused.system_attrs["dnnsat:refused"].startswith("ProblemMismatchError: study")
 
 
 if __name__ == "__main__":

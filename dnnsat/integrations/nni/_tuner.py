@@ -281,12 +281,22 @@ class DnnSATTuner(Tuner):
             self._st_callback(parameter_id, self._launch(parameter_id, base_id_or_none, config))
 
     def _launch(self, parameter_id: int, base_id: int | None, full: dict[str, Any]) -> Any:
+        """``full`` in the experiment's structure, recorded as launched under ``parameter_id`` only once
+        nothing can fail any more: when the conversion or ``verify`` raises, the proposal is closed in the
+        base tuner as failed and no parameter id is left open (NNI never gets it, so never ends it)."""
+        try:
+            out = self._layout.to_experiment(full)
+            disagrees = None if self._verifier is None else bool(self._verifier(full))
+        except Exception:
+            if base_id is not None:
+                self._ledger.close(base_id, None)
+            raise
         self._ledger.launch(parameter_id, base_id, full)
         self.stats.launched += 1
-        if self._verifier is not None:
+        if disagrees is not None:
             self.stats.verified += 1
-            self.stats.disagreements += bool(self._verifier(full))
-        return self._layout.to_experiment(full)
+            self.stats.disagreements += disagrees
+        return out
 
     # -- results -----------------------------------------------------------------------------------
     def receive_trial_result(self, parameter_id: int, parameters: Any, value: Any, **kwargs: Any) -> None:

@@ -12,6 +12,7 @@ from ._grid import FeasibleGrid, feasible_grid
 from ._reject import infeasibility, reject_infeasible
 from ._sampler import CONSTRAINT_ATTR_PREFIX, DnnSATSampler, SamplerStats
 from ._suggest import distribution, distributions, suggest
+from ._trials import REFUSED_ATTR
 
 __all__ = [
     "CONSTRAINT_ATTR_PREFIX",
@@ -19,6 +20,7 @@ __all__ = [
     "FeasibleGrid",
     "ProblemMismatchError",
     "PrunedSpace",
+    "REFUSED_ATTR",
     "SamplerStats",
     "demo_study",
     "distribution",

@@ -47,6 +47,7 @@ __all__ = [
     "PROBLEM_KEY",
     "ProblemMismatchError",
     "PrunedSpace",
+    "check_prune_timeout",
     "load_or_compute_pruned_space",
     "lock_study_name",
     "prune_count_key",
@@ -365,6 +366,12 @@ def _remove_locks(storage: BaseStorage, study: optuna.Study, generation: int = 0
             storage.delete_study(lock_id)
 
 
+def check_prune_timeout(timeout: Any) -> None:
+    """Raise ``ValueError`` unless ``timeout`` (the sampler's ``prune_timeout``) is seconds >= 0."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:  # (NaN too)
+        raise ValueError(f"prune_timeout must be seconds >= 0 (math.inf: no limit), got {timeout!r}")
+
+
 def load_or_compute_pruned_space(
     study: optuna.Study, problem: Problem, timeout: float = 600.0, *, allow_problem_change: bool = False
 ) -> PrunedSpace:
@@ -381,8 +388,7 @@ def load_or_compute_pruned_space(
     from optuna.exceptions import DuplicatedStudyError
     from optuna.study import StudyDirection
 
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:  # (NaN too)
-        raise ValueError(f"prune_timeout must be seconds >= 0 (math.inf: no limit), got {timeout!r}")
+    check_prune_timeout(timeout)
     storage = study._storage
     fingerprint = problem.fingerprint()
 

@@ -44,9 +44,9 @@ from dnnsat.guard import (
     finished_constraints,
 )
 
-from ._cache import PrunedSpace, load_or_compute_pruned_space
+from ._cache import PrunedSpace, check_prune_timeout, load_or_compute_pruned_space
 from ._grid import GridPlanner
-from ._trials import TrialBook
+from ._trials import TrialBook, fail_refused_trial
 from ._values import as_distribution_value, within
 
 if TYPE_CHECKING:
@@ -139,6 +139,7 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
             raise TypeError(f"base_sampler must be an optuna BaseSampler, got {type(base_sampler).__name__}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
+        check_prune_timeout(prune_timeout)
         self._problem = problem
         self._space = problem.space
         self._base = base_sampler
@@ -213,18 +214,21 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
                 guard.seed = self._salt
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        from dnnsat import InfeasibleSpaceError
+        """Prepare the study (see :meth:`prepare`), then the base sampler's ``before_trial``.
 
+        A refusal here (``InfeasibleSpaceError``, ``ProblemMismatchError``, a bad ``prune_timeout``, an
+        error of the base sampler, Ctrl-C while waiting for the pruning) marks the trial Optuna has just
+        created FAIL, with the reason in its system attribute ``dnnsat:refused``, and is re-raised: the
+        objective never runs and no trial is left RUNNING.
+        """
         t0 = time.perf_counter()
         try:
             self.prepare(study)
-        except InfeasibleSpaceError:
-            # Fail fast: the trial Optuna just created never reaches the objective.
-            study._storage.set_trial_system_attr(trial._trial_id, "dnnsat:infeasible_space", True)
-            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            t1 = time.perf_counter()
+            self._base.before_trial(study, trial)
+        except (Exception, KeyboardInterrupt) as err:
+            fail_refused_trial(study._storage, trial, err)
             raise
-        t1 = time.perf_counter()
-        self._base.before_trial(study, trial)
         t2 = time.perf_counter()
         self._trials.charge(trial, base=t2 - t1, total=t2 - t0)
 

@@ -4,15 +4,46 @@ objective asks for it, and the seconds spent in the wrapper and in the base samp
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from optuna.storages import BaseStorage
     from optuna.trial import FrozenTrial
 
-__all__ = ["TrialBook", "TrialState"]
+__all__ = ["REFUSED_ATTR", "TrialBook", "TrialState", "fail_refused_trial"]
+
+_logger = logging.getLogger("dnnsat.integrations.optuna")
+
+#: Trial system attribute holding why the sampler refused the trial: ``"<error type>: <message>"``.
+REFUSED_ATTR = "dnnsat:refused"
+#: Set (True) as well on a trial refused because the problem's feasible space is empty.
+INFEASIBLE_SPACE_ATTR = "dnnsat:infeasible_space"
+
+
+def fail_refused_trial(storage: BaseStorage, trial: FrozenTrial, err: BaseException) -> None:
+    """Mark a trial the sampler refuses before its objective runs FAIL, with the reason.
+
+    Optuna has created the trial (RUNNING) before ``before_trial`` raises, and nobody else ends it: not
+    ``study.optimize`` (the error leaves it before the objective) and not an ask-and-tell loop (``ask``
+    raises, so it holds no trial to tell). The reason goes to the system attribute ``dnnsat:refused``
+    (and ``dnnsat:infeasible_space`` for an empty feasible space). Failing to mark the trial (e.g. the
+    storage is what broke) is logged and never hides ``err``, which the caller re-raises.
+    """
+    from optuna.trial import TrialState as OptunaState
+
+    from dnnsat import InfeasibleSpaceError
+
+    try:
+        storage.set_trial_system_attr(trial._trial_id, REFUSED_ATTR, f"{type(err).__name__}: {err}")
+        if isinstance(err, InfeasibleSpaceError):
+            storage.set_trial_system_attr(trial._trial_id, INFEASIBLE_SPACE_ATTR, True)
+        storage.set_trial_state_values(trial._trial_id, OptunaState.FAIL)
+    except Exception:
+        _logger.warning("could not mark the refused trial %d FAIL", trial.number, exc_info=True)
 
 
 @dataclass
