@@ -25,6 +25,7 @@ from .expr import Const, Expr, Var, ceildiv, maximum, minimum, sum_, where
 from .graph import GraphError, Network, Tensor
 from .guard import Decision, Guard, GuardStats, Within
 from .problem import (
+    ArgumentError,
     Constraint,
     Estimate,
     Explanation,
@@ -40,6 +41,7 @@ from .units import UnitError, format_quantity, parse_quantity
 
 __all__ = [
     "AllocatorConfig",
+    "ArgumentError",
     "Budget",
     "Categorical",
     "Const",

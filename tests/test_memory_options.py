@@ -44,7 +44,7 @@ def _estimate(net: Network, budget: Budget, cfg: dict[str, Any] | None = None) -
 
 # -- margin ------------------------------------------------------------------------------------------
 def test_margin_lowers_the_estimated_limits_only() -> None:
-    b = Budget(memory="1GiB", latency="10ms", params="1M", margin=0.05)
+    b = Budget(memory="1GiB", latency="10ms", device="cpu", params="1M", margin=0.05)
     assert b.limits() == {"params": 1e6, "memory": 0.95 * 2**30, "latency": 0.95 * 0.01}
     assert Budget(memory="1GiB").limits() == {"memory": 2**30}
     assert Budget.parse("memory=1GiB,margin=0.1").limits() == {"memory": 0.9 * 2**30}

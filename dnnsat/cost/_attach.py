@@ -22,6 +22,7 @@ Costs (all symbolic, over the space's variables; whole batch as the network is b
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..expr import Const, Expr, substitute
@@ -69,14 +70,57 @@ def build_network(model: Any, space: Any) -> Network:
         net = model
     elif callable(getattr(model, "network", None)):
         net = model.network(space)
+    elif not callable(model):
+        raise TypeError(
+            f"model must be a function building a dnnsat Network from the space's variables, a Network or "
+            f"ds.from_torch(build, inputs), got {type(model).__name__}"
+        )
     else:
-        net = model(space.vars)
+        try:
+            net = model(space.vars)
+        except Exception as err:
+            if not _raised_in_torch(err):
+                raise
+            first = str(err).splitlines()[0] if str(err) else "no message"
+            raise TypeError(
+                f"model {_name(model)} looks like a PyTorch builder: PyTorch raised {type(err).__name__} "
+                f"({first}) while it ran on dnnsat's symbolic values; "
+                "wrap the builder in ds.from_torch(build, inputs) (see docs/from-torch.md)"
+            ) from None
     if not isinstance(net, Network):
+        if _from_torch_module(net):
+            raise TypeError(
+                f"model {_name(model)} returned a PyTorch {type(net).__name__}, not a dnnsat Network; wrap "
+                "the builder in ds.from_torch(build, inputs) (see docs/from-torch.md)"
+            )
         raise TypeError(
             f"model must return a dnnsat Network (end the build function with `return net.output(x)`), "
             f"got {type(net).__name__}"
         )
     return net
+
+
+def _name(model: Any) -> str:
+    return repr(getattr(model, "__qualname__", None) or type(model).__name__)
+
+
+def _from_torch_module(obj: Any) -> bool:
+    """``obj`` is an object of PyTorch's (an ``nn.Module``, a tensor), without importing torch."""
+    return any(c.__module__.split(".")[0] == "torch" for c in type(obj).__mro__)
+
+
+def _raised_in_torch(err: BaseException) -> bool:
+    """``err`` was raised inside PyTorch (its innermost frame, or the call that failed, is torch's)."""
+    tb = err.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] == "torch":
+            return True
+        tb = tb.tb_next
+    # torch's C functions (torch.zeros(Expr)) leave no frame of theirs: their message names the Expr
+    return (
+        type(err).__module__.split(".")[0] == "torch"
+        or re.search(r"argument .*\bExpr\b", str(err)) is not None
+    )
 
 
 def _last_batch_checks(net: Network, budget: Budget) -> list[tuple[str, Expr]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..units import parse_quantity
+from ..units import UnitError, parse_quantity
 from .memory import AllocatorConfig
 
 __all__ = ["Budget", "DTYPE_BYTES", "OPTIMIZERS", "MIXED"]
@@ -109,14 +109,17 @@ class Budget:
         allocator: Any = None,
         simulate: bool = False,
     ) -> None:
-        def q(value: Any, kind: str) -> Any:
-            return None if value is None else parse_quantity(value, kind)
+        def q(value: Any, kind: str, name: str) -> Any:
+            try:
+                return None if value is None else parse_quantity(value, kind)
+            except UnitError as err:
+                raise UnitError(f"Budget: {name}: {err}") from None
 
-        if dtype not in DTYPE_BYTES and dtype != MIXED:
+        if not isinstance(dtype, str) or dtype not in DTYPE_BYTES and dtype != MIXED:
             raise ValueError(f"Budget: unknown dtype {dtype!r}; known: {sorted(DTYPE_BYTES) + [MIXED]}")
-        if mode not in ("train", "inference"):
+        if not isinstance(mode, str) or mode not in ("train", "inference"):
             raise ValueError(f"Budget: mode must be 'train' or 'inference', got {mode!r}")
-        if optimizer is not None and optimizer.lower() not in OPTIMIZERS:
+        if optimizer is not None and (not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZERS):
             raise ValueError(f"Budget: unknown optimizer {optimizer!r}; known: {list(OPTIMIZERS)}")
         if batch_size is not None and (
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
@@ -153,9 +156,14 @@ class Budget:
             alloc = AllocatorConfig.of(allocator)
         except (TypeError, ValueError) as err:
             raise ValueError(f"Budget: allocator: {err}") from None
-        object.__setattr__(self, "params", q(params, "count"))
-        object.__setattr__(self, "weight_bytes", q(weight_bytes, "bytes"))
-        object.__setattr__(self, "flops", q(flops, "flops"))
+        object.__setattr__(self, "params", q(params, "count", "params"))
+        object.__setattr__(self, "weight_bytes", q(weight_bytes, "bytes", "weight_bytes"))
+        object.__setattr__(self, "flops", q(flops, "flops", "flops"))
+        if latency is not None and device is None:
+            raise ValueError(
+                "Budget: a latency budget needs a device: Budget(latency=..., device=...), e.g. "
+                "device='a100-80gb', 'cpu' or a profile written by `dnnsat calibrate`; see `dnnsat devices`"
+            )
         profile = None
         if device is not None:
             from ._devices import get_device
@@ -163,8 +171,8 @@ class Budget:
             profile = get_device(device)
             if memory is None and profile.memory_bytes:
                 memory = profile.memory_bytes
-        object.__setattr__(self, "memory", q(memory, "bytes"))
-        object.__setattr__(self, "latency", q(latency, "time"))
+        object.__setattr__(self, "memory", q(memory, "bytes", "memory"))
+        object.__setattr__(self, "latency", q(latency, "time", "latency"))
         object.__setattr__(self, "device", profile.name if profile is not None else None)
         object.__setattr__(self, "device_profile", profile)
         object.__setattr__(self, "dtype", dtype)

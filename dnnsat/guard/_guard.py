@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from ..problem._args import check_count, check_seed
 from ..problem._format import _py
 from ..problem._problem import register_guard
 from ._decisions import Decision, GuardStats
@@ -122,10 +123,13 @@ class Guard(RebuiltOnUnpickle, SharedCounters):
         enumerate_limit: int = 4096,
         cache_size: int = 200_000,
     ) -> None:
+        seed = check_seed(seed, "Guard")
+        enumerate_limit = check_count(enumerate_limit, "enumerate_limit", "Guard", example=4096)
+        cache_size = check_count(cache_size, "cache_size", "Guard", example=200_000)
         space = problem.space
         self.problem = problem
         self.space: Space = space
-        self.seed = DEFAULT_SEED if seed is None else int(seed) % 2**64
+        self.seed = DEFAULT_SEED if seed is None else seed % 2**64
         self.enumerate_limit = enumerate_limit
         self.stats = GuardStats()
         self._cache_size = cache_size

@@ -1,6 +1,8 @@
 """Problem = Space + constraints (+ a model's costs): the object every dnnsat operation takes, its answers
 (verdicts, counts, samples, repairs, explanations, optima) and its errors."""
 
+from ._args import MAX_REQUEST_BYTES as MAX_REQUEST_BYTES
+from ._args import ArgumentError
 from ._count import REJECTION_DRAWS as REJECTION_DRAWS
 from ._count import SAMPLE_BOXES as SAMPLE_BOXES
 from ._feasible import ENUMERATE_FREE as ENUMERATE_FREE
@@ -28,5 +30,6 @@ __all__ = [
     "Explanation",
     "Optimum",
     "InfeasibleSpaceError",
+    "ArgumentError",
     "OpaqueConstraintWarning",
 ]

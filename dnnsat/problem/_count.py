@@ -13,6 +13,7 @@ import numpy as np
 
 from ..solver._boxes import Domain
 from ..solver._engine import BATCH, Decomposition
+from ._args import check_count, check_request, check_seed
 from ._explain import _raise_empty
 from ._results import Estimate
 from ._search import _ordered
@@ -92,7 +93,12 @@ def estimate_count(
     problem: Problem, samples: int = 20_000, seed: int | None = 0, max_boxes: int = 50_000
 ) -> Estimate:
     """Implements :meth:`Problem.estimate_count`."""
+    samples = check_count(samples, "samples", "estimate_count", minimum=1, example=20_000)
+    seed = check_seed(seed, "estimate_count")
+    max_boxes = check_count(max_boxes, "max_boxes", "estimate_count", minimum=1, example=50_000)
     comp = problem._c()
+    # the draws: indices, their canonical copy and the box of each (the decomposition is bounded apart)
+    check_request("estimate_count", "samples", samples, 24 * comp.domain.ndim + 32)
     exact = 0
     rest_lo, rest_hi = [], []
     for piece in comp.engine.decompose(max_boxes=max_boxes):
@@ -159,9 +165,11 @@ def sample(
     problem: Problem, n: int, seed: int | None = None, max_boxes: int = SAMPLE_BOXES
 ) -> list[dict[str, Any]]:
     """Implements :meth:`Problem.sample`."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    n = check_count(n, "n", "sample")
+    seed = check_seed(seed, "sample")
+    max_boxes = check_count(max_boxes, "max_boxes", "sample", minimum=1, example=SAMPLE_BOXES)
     comp = problem._c()
+    check_request("sample", "n", n, _sample_bytes(problem, comp))
     comp.engine.require_finite("sample")
     rng = np.random.default_rng(seed)
     lo, hi = comp.domain.root()
@@ -171,6 +179,12 @@ def sample(
         more = _feasible_draws(problem, comp, _sample_pool(problem, comp, max_boxes), n - len(points), rng)
         points = np.concatenate([points, more])
     return _configs(problem, comp, points, rng)
+
+
+def _sample_bytes(problem: Problem, comp: _Compiled) -> int:
+    """About the bytes :func:`sample` allocates per configuration: two draws of domain indices (with their
+    canonical copy and box) at a time, and the configuration returned as a dict of Python values."""
+    return 2 * (24 * comp.domain.ndim + 32) + 240 + 80 * len(problem.space)
 
 
 def _sample_decomposed(problem: Problem, n: int, seed: int | None) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from ..expr import (
 from ..solver._boxes import Domain
 from ..solver._engine import Engine
 from ..space import Space, SpaceError
+from ._args import ArgumentError, check_request
 from ._count import (
     SAMPLE_BOXES,
     _enumerate,
@@ -435,13 +436,20 @@ class Problem:
         comp = self._c()
         env: dict[str, Any] = {}
         n = None
+        needed = comp.domain.names + list(comp.domain.continuous)
+        # what check_batch allocates per row: the answer, label indices (a list, then an array) and the
+        # columns it fills in for absent conditional parameters
+        labelled = sum(1 for k in columns if k in self.space and self.space[k].labels is not None)
+        row_bytes = 1 + 44 * labelled + 8 * sum(1 for m in needed if m not in columns)
         for name, col in columns.items():
             if name not in self.space:
                 raise SpaceError(f"unknown parameter {name!r} in columns; parameters: {list(self.space)}")
             arr = np.asarray(col)
             if validate and not isinstance(col, np.ndarray) and arr.dtype != object:
                 arr = np.asarray(col, dtype=object) if any(v.__class__ is bool for v in col) else arr
-            n = len(arr) if n is None else n
+            if n is None:
+                n = len(arr)
+                check_request("check_batch", "rows", n, row_bytes)
             if len(arr) != n:
                 raise ValueError(f"column {name!r} has {len(arr)} rows, expected {n}")
             p = self.space[name]
@@ -456,7 +464,6 @@ class Problem:
             env[name] = arr
         if n is None:
             raise ValueError("check_batch needs at least one column")
-        needed = comp.domain.names + list(comp.domain.continuous)
         missing = [m for m in needed if m not in env and not self.space[m].condition]
         if missing:
             raise SpaceError(f"check_batch: missing column(s) {missing}")
@@ -602,7 +609,9 @@ class Problem:
         ``limit`` caps how many are produced (``None``: all of them).
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"limit must be None or an integer >= 0, got {limit!r}")
+            raise ArgumentError(
+                f"enumerate: limit must be None or an integer >= 0 (e.g. limit=100), got {limit!r}"
+            )
         return _enumerate(self, limit)
 
     def sample(self, n: int, seed: int | None = None, max_boxes: int = SAMPLE_BOXES) -> list[dict[str, Any]]:

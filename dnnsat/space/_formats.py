@@ -679,7 +679,14 @@ def read_space_file(path: str | PathLike[str]) -> tuple[Mapping[str, Any], bool]
     ``load_space`` (in :mod:`dnnsat.space._space`) builds the space from it.
     """
     suffix = _suffix(path)
-    text = Path(path).read_text(encoding="utf-8")
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpaceError(
+            f"space file {str(path)!r} is not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start}); "
+            "save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+        ) from None
     try:
         if suffix == ".json":
             data = json.loads(text)

@@ -16,6 +16,8 @@ from typing import Any
 
 from nni.utils import ClassArgsValidator
 
+from dnnsat.problem import ArgumentError
+
 __all__ = [
     "MODES",
     "DnnSATClassArgsValidator",
@@ -29,6 +31,7 @@ __all__ = [
 _log = logging.getLogger("dnnsat.integrations.nni")
 
 MODES = ("repair", "reject")
+OPTIMIZE_MODES = ("maximize", "minimize")
 
 
 def _experiment_dirs() -> list[str]:
@@ -164,8 +167,20 @@ def optimize_mode(base: Any, base_args: Mapping[str, Any]) -> str:
 
 
 def adapt_base_args(base_tuner: Any, base_args: Mapping[str, Any]) -> dict[str, Any]:
-    """``base_args`` with the settings a base tuner needs to run with current SciPy and numpy."""
+    """``base_args`` with the settings a base tuner needs to run with current SciPy and numpy; an
+    ``optimize_mode`` other than ``"maximize"``/``"minimize"`` is refused here (NNI's own error names
+    neither the argument nor the values it takes)."""
+    if not isinstance(base_args, Mapping):
+        raise ArgumentError(
+            f"DnnSATTuner: base_args must be a dict of the base tuner's arguments "
+            f"(e.g. {{'optimize_mode': 'maximize'}}), got {type(base_args).__name__}"
+        )
     args = dict(base_args)
+    mode = args.get("optimize_mode", "maximize")
+    if mode not in OPTIMIZE_MODES:
+        raise ArgumentError(
+            f"DnnSATTuner: base_args optimize_mode must be one of {list(OPTIMIZE_MODES)}, got {mode!r}"
+        )
     # NNI 3.0's GP tuner calls scipy.optimize.minimize with a 2-D x0, which current SciPy rejects;
     # with selection_num_starting_points=0 it maximises the acquisition by random sampling only.
     gp = isinstance(base_tuner, str) and base_tuner.lower() in ("gp", "gptuner")
@@ -231,3 +246,8 @@ class DnnSATClassArgsValidator(ClassArgsValidator):
                 )
         if kwargs.get("mode", "repair") not in MODES:
             raise ValueError(f"DnnSAT classArgs: mode must be one of {MODES}")
+        mode = kwargs.get("base_args", {}).get("optimize_mode", "maximize")
+        if mode not in OPTIMIZE_MODES:
+            raise ValueError(
+                f"DnnSAT classArgs: base_args optimize_mode must be one of {OPTIMIZE_MODES}, got {mode!r}"
+            )

@@ -42,6 +42,7 @@ import nni
 from nni.tuner import Tuner
 
 from dnnsat.guard import Verifier
+from dnnsat.problem._args import check_count, check_seed
 
 from ._layout import Layout
 from ._ledger import Ledger
@@ -152,10 +153,10 @@ class DnnSATTuner(Tuner):
         seed: int | None = None,
         verify: Any = None,
     ) -> None:
+        seed = check_seed(seed, "DnnSATTuner")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        max_attempts = check_count(max_attempts, "max_attempts", "DnnSATTuner", minimum=1, example=20)
         if penalty is not None and not math.isfinite(float(penalty)):
             raise ValueError(f"penalty must be a finite number, got {penalty!r}")
         self.problem = load_problem(problem, problem_args)

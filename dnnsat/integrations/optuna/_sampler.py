@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
@@ -43,6 +42,7 @@ from dnnsat.guard import (
     decision_counts,
     finished_constraints,
 )
+from dnnsat.problem._args import check_seed
 
 from ._cache import PrunedSpace, check_prune_timeout, load_or_compute_pruned_space
 from ._grid import GridPlanner
@@ -131,19 +131,18 @@ class DnnSATSampler(RebuiltOnUnpickle, SharedCounters, BaseSampler):
         allow_problem_change: bool = False,
         verify: Any = None,
     ) -> None:
+        seed = check_seed(seed, "DnnSATSampler")
         if base_sampler is None:
             from optuna.samplers import TPESampler
 
             base_sampler = TPESampler(seed=seed)
         if not isinstance(base_sampler, BaseSampler):
             raise TypeError(f"base_sampler must be an optuna BaseSampler, got {type(base_sampler).__name__}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
-            raise TypeError(f"seed must be an int or None, got {seed!r}")
         check_prune_timeout(prune_timeout)
         self._problem = problem
         self._space = problem.space
         self._base = base_sampler
-        self._salt = DEFAULT_SEED if seed is None else int(seed) % 2**64
+        self._salt = DEFAULT_SEED if seed is None else seed % 2**64
         self._record = record_constraints
         self._prune_timeout = prune_timeout
         self._allow_problem_change = allow_problem_change
