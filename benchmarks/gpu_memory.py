@@ -34,13 +34,14 @@ from typing import Any
 
 import torch
 
+from benchmarks._gpu_measure import fresh_allocator, zoo_module
 from benchmarks._report import add_write_options, markdown_table, update_readme, writes_readme
 from benchmarks.memory_accuracy import MODES, _family_configs, _spaces, estimator, mode_setup
 from dnnsat.cost import Budget, get_device
 from dnnsat.cost.memory import ReservedMemory
 from dnnsat.graph import Network, encode_config
 from dnnsat.space import Space
-from dnnsat.torch import GraphModule, concretize, example_inputs, peak_memory
+from dnnsat.torch import peak_memory
 
 MiB = 2**20
 
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.backends.cudnn.benchmark = False
     foot_rows, foot_note = _footprint_rows(profile)  # first: before anything else loads a library
     rng = random.Random(args.seed)
+    cuda = torch.device("cuda")
     rows = []
     t0 = time.perf_counter()
     for fam in _spaces():
@@ -106,14 +108,8 @@ def main(argv: list[str] | None = None) -> None:
                 _, train, amp = mode_setup(mode, opt, "cuda")
                 sim = checkers[mode, opt].simulate(env)
                 mem, _ = estimator(net, mode, opt, profile.name)(env)
-                clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
-                if clear is not None:
-                    clear()
-                torch.cuda.empty_cache()
-                torch.manual_seed(0)
-                with torch.device("cuda"):
-                    module = GraphModule(concretize(net, cfg, space))
-                inputs = example_inputs(module, "cuda")
+                fresh_allocator(cuda)
+                module, inputs = zoo_module(net, cfg, space, cuda)
                 m = peak_memory(module, inputs, train=train, optimizer=opt or "sgd", autocast=amp)
                 assert m.peak_reserved is not None  # measured on CUDA
                 free, total = torch.cuda.mem_get_info()

@@ -28,7 +28,7 @@ BENCHMARKS = [
     "solver_perf",
 ]
 #: benchmarks that only print (their figures are copied into benchmarks/README.md by hand)
-PRINT_ONLY = ["allocator_perf", "from_torch_perf", "gpumemnet"]
+PRINT_ONLY = ["allocator_perf", "from_torch_perf", "gpu_collect", "gpumemnet"]
 PLOTS = README.with_name("plots")
 CUSTOM = {
     "graph_perf": ["--seed", "7"],

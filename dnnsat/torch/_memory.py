@@ -181,6 +181,7 @@ def peak_memory(
     optimizer: str = "adam",
     steps: int = 2,
     autocast: torch.dtype | None = None,
+    grad_scaler: bool = False,
 ) -> MemoryMeasurement:
     """Peak bytes of the last of ``steps`` training steps (or of one no-grad eval forward).
 
@@ -190,6 +191,8 @@ def peak_memory(
     ``adamw``; default implementation of the device). ``out`` stays referenced until the step ends.
     Inference: ``module.eval()`` and ``module(*x)`` under ``torch.no_grad()``, output kept.
     ``autocast`` (e.g. ``torch.bfloat16``): mixed precision, forward and loss under ``torch.autocast``.
+    ``grad_scaler``: the float16 recipe, ``torch.amp.GradScaler`` scales the loss, unscales the gradients
+    and checks them for inf/NaN before ``optimizer.step()`` (its state counts in the peak, not the baseline).
     """
     if steps < 1:
         raise ValueError(f"peak_memory: steps must be >= 1, got {steps}")
@@ -219,6 +222,7 @@ def peak_memory(
         )
     module.train()
     opt = make_optimizer(optimizer, params)
+    scaler = torch.amp.GradScaler(device.type) if grad_scaler else None
     with torch.no_grad():
         probe = module(*inputs)
     targets = cross_entropy_targets(probe)
@@ -228,8 +232,13 @@ def peak_memory(
         with torch.autocast(device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
             out = module(*inputs)
             loss = torch.nn.functional.cross_entropy(out.flatten(0, -2), targets.flatten())
-        loss.backward()
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         del out, loss
 
     for _ in range(steps - 1):
