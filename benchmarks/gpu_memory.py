@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         f"device profile `{profile.name}`: {len(rows) // len(MODES)} configurations x {len(MODES)} modes, "
         f"{elapsed:.0f} s.\n\n{foot_note}\n\n"
         + markdown_table(["stack", "measured", "profile"], foot_rows)
-        + "\n\nSimulated caching allocator (dnnsat.cost.memory._allocator over the step's allocation sequence) vs "
+        + "\n\nSimulated caching allocator (dnnsat.cost.memory._allocator over the step's allocation "
+        "sequence) vs "
         "`torch.cuda.max_memory_reserved` / `max_memory_allocated`; signed error (estimate - measured) / "
         "measured; last column: configurations where the symbolic `memory` (footprint + allocation peak) "
         "is at most the process's memory at the peak (a lower bound, as it should be).\n\n"

@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("nni")
 
 import nni  # noqa: E402
-from dnnsat.integrations.nni import DnnSATClassArgsValidator, DnnSATTuner, load_problem  # noqa: E402
 
 import dnnsat as ds  # noqa: E402
 from benchmarks.nni_overhead import ARGS  # noqa: E402  (the tuner arguments the benchmark uses)
+from dnnsat.integrations.nni import DnnSATClassArgsValidator, DnnSATTuner, load_problem  # noqa: E402
 from dnnsat.space import config_from_nni  # noqa: E402
 from dnnsat.zoo import synthetic_resnet_problem  # noqa: E402
 
