@@ -3,6 +3,7 @@
 
 from ._count import REJECTION_DRAWS as REJECTION_DRAWS
 from ._count import SAMPLE_BOXES as SAMPLE_BOXES
+from ._count import TIME_LIMIT as TIME_LIMIT
 from ._feasible import ENUMERATE_FREE as ENUMERATE_FREE
 from ._feasible import FLOAT_STEPS as FLOAT_STEPS
 from ._feasible import FLOAT_TOL as FLOAT_TOL
@@ -15,6 +16,8 @@ from ._results import (
     InfeasibleSpaceError,
     OpaqueConstraintWarning,
     Optimum,
+    PartialResultWarning,
+    TimeLimitError,
     Verdict,
     Violation,
 )
@@ -29,4 +32,6 @@ __all__ = [
     "Optimum",
     "InfeasibleSpaceError",
     "OpaqueConstraintWarning",
+    "TimeLimitError",
+    "PartialResultWarning",
 ]
