@@ -12,18 +12,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .problem import InfeasibleSpaceError, Problem
+from .problem import InfeasibleSpaceError, Problem, TimeLimitError
+from .problem._count import count_work as count_work  # the predicted work of an exact count
 from .problem._user_module import UserModuleError, import_user_module, one_line
 from .space import SpaceError
 from .units import cost_kind, format_quantity
@@ -337,41 +336,6 @@ def _describe(param: Any) -> str:
     return ", ".join(map(str, vals))
 
 
-def count_work(problem: Problem, walkers: int = 256, seed: int = 0) -> tuple[float, float]:
-    """Predicted work of ``problem.count()``: ``(boxes, seconds)``, estimated in a fraction of a second.
-
-    Exact counting splits the space into boxes, depth first, until each is decided. The number of boxes
-    it will visit is estimated level by level (Knuth's tree-size estimate, with ``walkers`` boxes
-    resampled per level so that rare deep branches are not lost): ``boxes`` is usually within a factor
-    of two. ``seconds`` applies this machine's measured time per box during the estimate, which is
-    optimistic (real counting also yields and sums pieces): read it as a lower bound.
-    """
-    comp = problem._c()
-    engine, domain = comp.engine, comp.domain
-    rng = np.random.default_rng(seed)
-    lo, hi = domain.root()
-    level_nodes, boxes, visited = 1.0, 0.0, 0
-    start = time.perf_counter()
-    while len(lo):
-        boxes += level_nodes
-        visited += len(lo)
-        rest = [(d.rest_lo, d.rest_hi) for d in engine.decompose(lo, hi, max_boxes=len(lo)) if len(d.rest_lo)]
-        if not rest:
-            break
-        child_lo, child_hi = np.concatenate([r[0] for r in rest]), np.concatenate([r[1] for r in rest])
-        level_nodes *= len(child_lo) / len(lo)  # boxes at the next depth, estimated
-        keep = rng.integers(0, len(child_lo), size=walkers) if len(child_lo) > walkers else slice(None)
-        lo, hi = child_lo[keep], child_hi[keep]
-    return boxes, boxes * (time.perf_counter() - start) / max(visited, 1)
-
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds:.2g} s"
-
-
 @main.command()
 @debug_opt
 @problem_arg
@@ -408,20 +372,13 @@ def count(problem: str, budget: str | None, estimate: bool, max_time: float, as_
                 ),
             )
             return 1 if e.high == 0 else 0
-        if max_time > 0:
-            boxes, seconds = count_work(p)
-            if seconds > max_time:
-                raise NotAnsweredError(
-                    f"an exact count of {problem} would visit about {boxes:.2g} boxes of the space, at least "
-                    f"{_duration(seconds)} here (--max-time {max_time:g} s): use --estimate for a 95% "
-                    "confidence interval in seconds, or raise --max-time (0: no limit)"
-                )
-        try:
+        try:  # a count predicted to take longer than --max-time is refused at once, one that does is stopped
             n = p.count(progress=None if not as_json else False, max_seconds=max_time or None)
-        except TimeoutError as err:
+        except TimeLimitError as err:
+            reason = str(err).split(":", 1)[0]  # the work predicted or done, and the estimate
             raise NotAnsweredError(
-                f"exact count of {problem} stopped at --max-time {max_time:g} s: use --estimate for a 95% "
-                "confidence interval in seconds, or raise --max-time (0: no limit)"
+                f"exact count of {problem} not answered within --max-time {max_time:g} s ({reason}): use "
+                "--estimate for a 95% confidence interval in seconds, or raise --max-time (0: no limit)"
             ) from err
         _emit(
             as_json,

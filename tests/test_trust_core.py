@@ -66,7 +66,7 @@ def test_predicate_over_a_huge_space_refuses_with_advice() -> None:
     p = ds.zoo.synthetic_resnet_problem()
     p.require(lambda c: c["k"] == 3, name="k3")
     with pytest.raises(OpaqueLimitError, match="uses="):
-        p.count()
+        p.count(max_seconds=None)  # (by default the predicted time refuses first)
 
 
 # -- 3. continuous parameters in constraints ---------------------------------------------------------------

@@ -5,6 +5,7 @@ from ._args import MAX_REQUEST_BYTES as MAX_REQUEST_BYTES
 from ._args import ArgumentError
 from ._count import REJECTION_DRAWS as REJECTION_DRAWS
 from ._count import SAMPLE_BOXES as SAMPLE_BOXES
+from ._count import TIME_LIMIT as TIME_LIMIT
 from ._feasible import ENUMERATE_FREE as ENUMERATE_FREE
 from ._feasible import FLOAT_STEPS as FLOAT_STEPS
 from ._feasible import FLOAT_TOL as FLOAT_TOL
@@ -17,6 +18,8 @@ from ._results import (
     InfeasibleSpaceError,
     OpaqueConstraintWarning,
     Optimum,
+    PartialResultWarning,
+    TimeLimitError,
     Verdict,
     Violation,
 )
@@ -32,4 +35,6 @@ __all__ = [
     "InfeasibleSpaceError",
     "ArgumentError",
     "OpaqueConstraintWarning",
+    "TimeLimitError",
+    "PartialResultWarning",
 ]

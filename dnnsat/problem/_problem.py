@@ -32,6 +32,7 @@ from ..space import Space, SpaceError
 from ._args import ArgumentError, check_request
 from ._count import (
     SAMPLE_BOXES,
+    TIME_LIMIT,
     _enumerate,
     _sample_decomposed,
     _sample_pool,
@@ -39,6 +40,7 @@ from ._count import (
     count,
     estimate_count,
     sample,
+    time_limit,
 )
 from ._explain import explain, is_empty, unsat_core
 from ._feasible import feasible_intervals, feasible_values, is_extendable, nearest_feasible_value
@@ -556,14 +558,17 @@ class Problem:
         return _guard_factory(self, seed=seed, domains=domains, witnesses=witnesses)
 
     # -- pruning (_prune.py) and emptiness (_explain.py) ---------------------------------------------
-    def prune(self) -> Space:
+    def prune(self, max_seconds: float | None = TIME_LIMIT) -> Space:
         """A reduced space: every value that occurs in some feasible configuration, nothing else.
 
         Finite parameters keep their kind where the feasible values stay a contiguous run of the grid
-        and become ``Categorical`` otherwise; unconstrained and continuous parameters are kept.
-        Raises :class:`InfeasibleSpaceError` when nothing is feasible.
+        and become ``Categorical`` otherwise; unconstrained and continuous parameters are kept; a
+        conditional parameter never active in a feasible configuration is dropped. Raises
+        :class:`InfeasibleSpaceError` when nothing is feasible. At ``max_seconds`` (default
+        ``TIME_LIMIT``, 60 s; ``None``: no limit) the values not decided yet are kept (still sound)
+        and a :class:`PartialResultWarning` says so.
         """
-        return prune(self)
+        return prune(self, max_seconds)
 
     def is_empty(self) -> bool:
         """True when no configuration is feasible (see :meth:`unsat_core` for the proof)."""
@@ -574,14 +579,17 @@ class Problem:
         return unsat_core(self)
 
     # -- counting, enumerating and sampling (_count.py) ----------------------------------------------
-    def count(self, progress: bool | None = None, max_seconds: float | None = None) -> int:
-        """Exact number of feasible configurations of the finite parameters.
+    def count(self, progress: bool | None = None, max_seconds: float | None = TIME_LIMIT) -> int:
+        """Exact number of feasible configurations of the finite parameters (a Python int, any size).
 
         Inactive conditional parameters count once; unconstrained finite parameters multiply the
-        count. A progress bar is shown on a terminal when counting takes more than a second. With
-        ``max_seconds``, raises ``TimeoutError`` once counting has taken longer (then use
-        :meth:`estimate_count`). The first ``SAMPLE_BOXES`` boxes are :meth:`sample`'s decomposition,
-        which is kept for it; the boxes it leaves undecided are then decomposed too.
+        count. A progress bar is shown on a terminal when counting takes more than a second.
+        ``max_seconds`` (default ``TIME_LIMIT``, 60 s; ``None`` or ``math.inf``: no limit) bounds the
+        time: the work is predicted first (:func:`count_work`) and a count predicted to take longer is
+        refused at once; one that runs past it is stopped. Both raise :class:`TimeLimitError` (a
+        ``TimeoutError``) whose ``.estimate`` and message give :meth:`estimate_count`'s answer. The
+        first ``SAMPLE_BOXES`` boxes are :meth:`sample`'s decomposition, which is kept for it; the
+        boxes it leaves undecided are then decomposed too.
         """
         return count(self, progress, max_seconds)
 
@@ -595,26 +603,45 @@ class Problem:
         return always_feasible(self)
 
     def estimate_count(
-        self, samples: int = 20_000, seed: int | None = 0, max_boxes: int = 50_000
+        self,
+        samples: int = 20_000,
+        seed: int | None = 0,
+        max_boxes: int = 50_000,
+        max_seconds: float | None = TIME_LIMIT,
     ) -> Estimate:
         """Estimated number of feasible configurations with a 95 % confidence interval.
 
         Bounds settle most of the space exactly; the undecided rest is estimated by uniform sampling.
+        Within ``max_seconds`` (default ``TIME_LIMIT``, 60 s; ``None``: no limit): the bounds get half
+        of it, the sampling the rest, and fewer samples at the limit give a wider interval. Beyond
+        float64's range (2**1024) the fields are exact Python ints.
         """
-        return estimate_count(self, samples, seed, max_boxes)
+        return estimate_count(self, samples, seed, max_boxes, max_seconds)
 
-    def enumerate(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    def enumerate(
+        self, limit: int | None = None, max_seconds: float | None = TIME_LIMIT
+    ) -> Iterator[dict[str, Any]]:
         """Feasible configurations in a deterministic order (unconstrained finite parameters vary last).
 
-        ``limit`` caps how many are produced (``None``: all of them).
+        ``limit`` caps how many are produced (``None``: all of them). ``max_seconds`` (default
+        ``TIME_LIMIT``, 60 s; ``None``: no limit) bounds the time spent producing them (not the
+        caller's time between them): past it the iteration raises :class:`TimeLimitError` after the
+        configurations produced so far.
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ArgumentError(
                 f"enumerate: limit must be None or an integer >= 0 (e.g. limit=100), got {limit!r}"
             )
-        return _enumerate(self, limit)
+        time_limit(max_seconds, "enumerate")
+        return _enumerate(self, limit, max_seconds)
 
-    def sample(self, n: int, seed: int | None = None, max_boxes: int = SAMPLE_BOXES) -> list[dict[str, Any]]:
+    def sample(
+        self,
+        n: int,
+        seed: int | None = None,
+        max_boxes: int = SAMPLE_BOXES,
+        max_seconds: float | None = TIME_LIMIT,
+    ) -> list[dict[str, Any]]:
         """``n`` feasible configurations drawn uniformly (with replacement) from the feasible finite set.
 
         Exact uniformity in two steps. Points are first drawn uniformly from the whole space and kept
@@ -625,9 +652,11 @@ class Problem:
         and points from undecided boxes are kept only when feasible. The decomposition (per
         ``max_boxes``) is computed once, by that call or by :meth:`count`, and kept. The draws are a
         function of ``seed`` alone, whichever calls came before. Continuous parameters that no
-        constraint uses are drawn uniformly (log-uniformly when ``log=True``).
+        constraint uses are drawn uniformly (log-uniformly when ``log=True``). Past ``max_seconds``
+        (default ``TIME_LIMIT``, 60 s; ``None``: no limit) raises :class:`TimeLimitError` with the
+        configurations drawn so far in ``.partial``.
         """
-        return sample(self, n, seed, max_boxes)
+        return sample(self, n, seed, max_boxes, max_seconds)
 
     def _sample_decomposed(self, n: int, seed: int | None) -> list[dict[str, Any]]:
         """See :func:`dnnsat.problem._count._sample_decomposed`."""

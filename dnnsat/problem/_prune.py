@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..space import Categorical, Float, Int, Space
+from ._count import TIME_LIMIT, time_limit
 from ._explain import _raise_empty
+from ._results import PartialResultWarning
 from ._search import _fixed_box
 
 if TYPE_CHECKING:
     from ._problem import Problem
 
 
-def prune(problem: Problem) -> Space:
+def prune(problem: Problem, max_seconds: float | None = TIME_LIMIT) -> Space:
     """Implements :meth:`Problem.prune`."""
+    limit = time_limit(max_seconds, "prune")
+    deadline = None if limit is None else time.perf_counter() + limit
     comp = problem._c()
     dom = comp.domain
     if dom.ndim == 0:
@@ -27,6 +33,8 @@ def prune(problem: Problem) -> Space:
     roots_hi: list[np.ndarray] = []
     owner: list[tuple[int, int]] = []
     for d, name in enumerate(dom.names):
+        if deadline is not None and time.perf_counter() > deadline:
+            break  # the roots not built are undecided (kept)
         # a conditional parameter's value occurs only where it is active: parents restricted to that
         base_lo, base_hi, _ = _fixed_box(problem, {}, dom, active=[name])
         n, m = int(dom.sizes[d]), len(base_lo)
@@ -35,10 +43,26 @@ def prune(problem: Problem) -> Space:
         roots_lo.append(lo)
         roots_hi.append(hi)
         owner.extend((d, j) for _ in range(m) for j in range(n))
-    status, _ = comp.engine.exists(np.concatenate(roots_lo), np.concatenate(roots_hi))
+    status = np.zeros(0, dtype=np.int8)
+    if roots_lo:
+        status, _ = comp.engine.exists(np.concatenate(roots_lo), np.concatenate(roots_hi), deadline=deadline)
+    unbuilt = [(d, j) for d in range(len(roots_lo), dom.ndim) for j in range(int(dom.sizes[d]))]
+    owner.extend(unbuilt)
+    status = np.concatenate([status, np.full(len(unbuilt), -1, dtype=status.dtype)])
+    if deadline is not None and time.perf_counter() > deadline and (status == -1).any():
+        warnings.warn(
+            f"prune stopped at its time limit (max_seconds={limit:g}) with {int((status == -1).sum())} "
+            "(parameter, value) pairs undecided: they are kept, so the pruned space is sound but may "
+            "keep values no feasible configuration uses; raise max_seconds (None: no limit)",
+            PartialResultWarning,
+            stacklevel=3,
+        )
     found = {(d, j) for (d, j), s in zip(owner, status) if s != 0}
     keep: dict[int, list[int]] = {d: sorted(j for e, j in found if e == d) for d in range(dom.ndim)}
-    if not any(keep.values()) or any(not v for v in keep.values()):
+    # a conditional parameter may keep no value (never active in a feasible configuration: it is
+    # dropped below); an unconditional one keeping none means nothing is feasible
+    unconditional = [d for d, n in enumerate(dom.names) if not problem.space[n].condition]
+    if not any(keep.values()) or any(not keep[d] for d in unconditional):
         _raise_empty(problem)
     params: dict[str, Any] = {}
     kept_values = {name: {dom.values[d][j].item() for j in keep[d]} for name, d in dom.index.items()}

@@ -19,6 +19,8 @@ __all__ = [
     "Optimum",
     "InfeasibleSpaceError",
     "OpaqueConstraintWarning",
+    "TimeLimitError",
+    "PartialResultWarning",
 ]
 
 
@@ -28,6 +30,28 @@ class InfeasibleSpaceError(RuntimeError):
     def __init__(self, message: str, core: list[str] | None = None) -> None:
         super().__init__(message)
         self.core = list(core or [])
+
+
+class TimeLimitError(TimeoutError):
+    """A query did not finish within its time limit (``max_seconds``, each query has a default).
+
+    ``limit`` is that limit in seconds; ``estimate`` (an :class:`Estimate`, or None) what is known of the
+    count when the query counts; ``partial`` what the query had produced when it stopped (sampled or
+    enumerated configurations), flagged as partial by being here rather than returned.
+    """
+
+    def __init__(
+        self, message: str, limit: float, estimate: Estimate | None = None, partial: list[Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.estimate = estimate
+        self.partial = list(partial or [])
+
+
+class PartialResultWarning(UserWarning):
+    """A query stopped at its time limit and returned a sound but partial answer (e.g. ``prune`` keeps
+    the values it could not decide in time)."""
 
 
 class OpaqueConstraintWarning(UserWarning):

@@ -45,15 +45,12 @@ def _fixed_box(
     dom = dom or problem._c().domain
     cfg = problem.space.validate(dict(given or {}), partial=True)
     fixed = dom.encode_config(cfg)
-    allowed: dict[str, set[int]] = {}
+    allowed: dict[str, frozenset[int]] = {}
     todo = [n for n in [*cfg, *active] if all(q in dom.index for q in problem.space[n].condition or [0])]
     while todo:
         child = todo.pop()
-        for parent, values in (problem.space[child].condition or {}).items():
-            idx = {
-                int(np.searchsorted(dom.values[dom.index[parent]], problem.space[parent].encode(v)))
-                for v in values
-            }
+        for parent in problem.space[child].condition or {}:
+            idx = dom.activating(child, parent)
             if parent not in allowed:
                 todo.append(parent)
             allowed[parent] = allowed.get(parent, idx) & idx
@@ -61,7 +58,15 @@ def _fixed_box(
     for parent, idx in allowed.items():
         if parent in fixed and fixed[parent] not in idx:
             return lo[:0], hi[:0], cfg
-    free = [(dom.index[p], sorted(idx)) for p, idx in allowed.items() if p not in fixed]
+    free = []
+    for p, idx in allowed.items():
+        if p in fixed:
+            continue
+        d, run = dom.index[p], sorted(idx)
+        if run == list(range(run[0], run[-1] + 1)):  # a run of values: one range, not a box per value
+            lo[:, d], hi[:, d] = run[0], run[-1]  # (a chain of N such parents would need 2**N boxes)
+        else:
+            free.append((d, run))
     if free:
         combos = list(itertools.product(*(idx for _, idx in free)))
         lo, hi = np.repeat(lo, len(combos), axis=0), np.repeat(hi, len(combos), axis=0)

@@ -19,7 +19,16 @@ import numpy as np
 
 from ..space import Space, SpaceError
 
-__all__ = ["Domain", "Normalized"]
+__all__ = ["Domain", "Normalized", "share"]
+
+#: volumes of a domain with at least this many points are exact Python ints (float64 overflows at 2**1024)
+FLOAT_SAFE = 2**1000
+
+
+def share(part: Any, whole: Any) -> float:
+    """``part / whole`` as a float (1.0 when ``whole`` is 0), for volumes of any size: Python ints beyond
+    float64's range divide exactly, where ``float(part) / float(whole)`` would overflow."""
+    return float(part / whole) if whole else 1.0
 
 
 @dataclass
@@ -67,10 +76,22 @@ class Domain:
                 prefix = np.concatenate([[0], np.cumsum(mask)]).astype(np.int64)
                 terms.append((self.index[parent], prefix))
             self.conditions.append((self.index[n], terms))
+        self._activating: dict[tuple[str, str], frozenset[int]] = {}
         total = 1
         for s in self.sizes:
             total *= int(s)
         self.total = total  # configurations of the search dimensions, conditions ignored
+
+    def activating(self, child: str, parent: str) -> frozenset[int]:
+        """Value indices of ``parent`` that activate ``child`` (its condition), computed once."""
+        key = (child, parent)
+        found = self._activating.get(key)
+        if found is None:
+            p, values = self.space[parent], (self.space[child].condition or {})[parent]
+            grid = self.values[self.index[parent]]
+            found = frozenset(int(np.searchsorted(grid, p.encode(v))) for v in values)
+            self._activating[key] = found
+        return found
 
     @property
     def ndim(self) -> int:
@@ -103,11 +124,20 @@ class Domain:
         return lo, hi
 
     def volume(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Number of points per box (float64 when it could leave int64)."""
+        """Number of points per box: int64, float64 when it could leave int64, and exact Python ints
+        (an object array) when it could leave float64 (a domain of 2**1000 points or more: a deep chain
+        of conditional parameters). Sums of volumes are then Python ints; :func:`share` divides them."""
         widths = hi - lo + 1
         if self.total < 2**62:
             return np.prod(widths, axis=1, dtype=np.int64)
-        return np.prod(widths.astype(np.float64), axis=1)
+        if self.total < FLOAT_SAFE:
+            return np.prod(widths.astype(np.float64), axis=1)
+        return np.prod(widths.astype(object), axis=1)
+
+    def shares(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Each box's share of the boxes' total volume (float64, summing to 1), at any domain size."""
+        vol = self.volume(lo, hi)
+        return np.asarray(vol / vol.sum(), dtype=np.float64)
 
     def normalize(self, lo: np.ndarray, hi: np.ndarray) -> Normalized:
         """Collapse surely-inactive conditional dims to index 0; flag undecided boxes."""

@@ -29,7 +29,7 @@ from ..expr import (
     interval,
     topological,
 )
-from ._boxes import Domain
+from ._boxes import Domain, share
 
 __all__ = ["Engine", "Decomposition", "OpaqueLimitError"]
 
@@ -51,7 +51,8 @@ OPAQUE_LIMIT = 1_000_000  # Python predicates are evaluated at most this many ti
 class Decomposition:
     """A partition of (part of) the feasible set: surely-feasible boxes plus feasible points.
 
-    ``rest_lo``/``rest_hi`` hold undecided boxes when the decomposition was stopped early.
+    ``rest_lo``/``rest_hi`` hold undecided boxes when the decomposition was stopped early; ``timed_out``
+    says it was stopped by its deadline (not by ``max_boxes``).
     """
 
     full_lo: np.ndarray
@@ -59,9 +60,18 @@ class Decomposition:
     points: np.ndarray
     rest_lo: np.ndarray
     rest_hi: np.ndarray
+    timed_out: bool = False
 
 
 Predicate = Callable[[np.ndarray], np.ndarray]  # points (n, dims) -> feasible (n,), for opaque checks
+#: when an operation must stop: a ``time.perf_counter()`` value, or a function that says it has passed
+Deadline = float | Callable[[], bool]
+
+
+def _expired(deadline: Deadline | None) -> bool:
+    if deadline is None:
+        return False
+    return deadline() if callable(deadline) else time.perf_counter() > deadline
 
 
 class OpaqueLimitError(ValueError):
@@ -257,8 +267,12 @@ class Engine:
         hi: np.ndarray,
         mask: np.ndarray | None = None,
         max_boxes: int = 200_000,
+        deadline: float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """For each root box: 1 feasible, 0 infeasible, -1 unknown; and a witness point per root.
+
+        Roots still open after ``max_boxes`` boxes, or at ``deadline`` (a ``time.perf_counter()``
+        value), are unknown.
 
         A witness found for one root is reused for every other root that contains it. Two split orders
         share ``max_boxes``: widest dimension first (a fortieth of the boxes), then, for the roots still
@@ -267,11 +281,11 @@ class Engine:
         in a few hundred.
         """
         first = max(1, max_boxes // 40)
-        status, witness = self._exists(lo, hi, mask, first, self.domain.widest)
+        status, witness = self._exists(lo, hi, mask, first, self.domain.widest, deadline)
         open_ = np.flatnonzero(status == -1)
-        if len(open_):
+        if len(open_) and (deadline is None or time.perf_counter() < deadline):
             status[open_], witness[open_] = self._exists(
-                lo[open_], hi[open_], mask, max_boxes - first, self.domain.narrowest_open
+                lo[open_], hi[open_], mask, max_boxes - first, self.domain.narrowest_open, deadline
             )
         return status, witness
 
@@ -282,6 +296,7 @@ class Engine:
         mask: np.ndarray | None,
         max_boxes: int,
         refute: Callable[[np.ndarray, np.ndarray], np.ndarray],
+        deadline: float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One pass of :meth:`exists` splitting the dimension ``refute`` picks."""
         roots = lo.shape[0]
@@ -321,7 +336,7 @@ class Engine:
                 continue
             processed += len(rid)
             self.stats["boxes"] += len(rid)
-            if processed > max_boxes:
+            if processed > max_boxes or (deadline is not None and time.perf_counter() > deadline):
                 status[np.unique(rid)] = -1
                 settled[rid] = True
                 for _, _, rest_rid in stack:
@@ -355,11 +370,12 @@ class Engine:
                 continue
             full = surely & ~nb.undecided & alive
             if self.opaque is None and full.any():
-                for r in np.unique(rid[full]):
-                    if not settled[r]:
-                        status[r] = 1
-                        witness[r] = self.domain.canonical(blo[full & (rid == r)][:1])[0]
-                        settled[r] = True
+                roots, first = np.unique(rid[full], return_index=True)
+                new = ~settled[roots]
+                roots = roots[new]  # one canonical call for all of them (a long condition chain is slow)
+                status[roots] = 1
+                witness[roots] = self.domain.canonical(blo[np.flatnonzero(full)[first[new]]])
+                settled[roots] = True
             blo, bhi, rid, split_dim = _take(alive & ~settled[rid], blo, bhi, rid, nb.split_dim)
             if not len(rid):
                 continue
@@ -478,18 +494,21 @@ class Engine:
         max_boxes: int | None = None,
         progress: Callable[[float], None] | None = None,
         enum_limit: int = 64,
+        deadline: Deadline | None = None,
     ) -> Iterator[Decomposition]:
         """Partition the feasible part of the boxes (default: the whole domain), depth first.
 
-        Yields pieces in a deterministic order; with ``max_boxes`` the last piece carries the boxes
-        left undecided. ``progress`` receives the settled share of the volume (0..1).
+        Yields pieces in a deterministic order; with ``max_boxes``, or at ``deadline`` (a
+        ``time.perf_counter()`` value, or a function that says it has passed), the last piece carries the
+        boxes left undecided (``timed_out`` set at the deadline). ``progress`` receives the settled share
+        of the volume (0..1).
         """
         self.require_finite("this operation")
         self._opaque_used = 0
         if lo is None or hi is None:
             lo, hi = self.domain.root()
-        total = float(self.domain.volume(lo, hi).sum())
-        settled_volume = 0.0
+        total = self.domain.volume(lo, hi).sum()  # Python ints beyond float64 (see Domain.volume)
+        settled_volume: Any = 0
         # per box, points known to satisfy and to violate the last stage (see _witness_pairs)
         known = np.full((len(lo), 2 * self.domain.ndim), -1, dtype=np.int64)
         stack: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(lo, hi, known)]
@@ -501,7 +520,8 @@ class Engine:
             blo, bhi, known = stack.pop()
             processed += len(blo)
             self.stats["boxes"] += len(blo)
-            if max_boxes is not None and processed > max_boxes:
+            late = _expired(deadline)
+            if late or (max_boxes is not None and processed > max_boxes):
                 rest = [(blo, bhi)] + [(a, b) for a, b, _ in stack]
                 yield Decomposition(
                     empty,
@@ -509,6 +529,7 @@ class Engine:
                     empty,
                     np.concatenate([r[0] for r in rest]),
                     np.concatenate([r[1] for r in rest]),
+                    timed_out=late,
                 )
                 return
             nb = self.domain.normalize(blo, bhi)
@@ -519,14 +540,14 @@ class Engine:
             surely, possibly = self.bounds(blo, bhi, None, split)
             full = surely & possibly & ~nb.undecided & (self.opaque is None)
             vol = self.domain.volume(blo, bhi)
-            settled_volume += float(vol[~possibly].sum()) + float(vol[full].sum())
+            settled_volume += vol[~possibly].sum() + vol[full].sum()
             mixed = possibly & ~full
             small = mixed & (vol <= enum_limit) & ~nb.undecided
             pts = empty
             if small.any():
                 pts, _ = self.domain.points(blo[small], bhi[small])
                 pts = pts[self.feasible_points(pts)]
-                settled_volume += float(vol[small].sum())
+                settled_volume += vol[small].sum()
             # yield in box order: full boxes and enumerated points of this batch
             if full.any() or len(pts):
                 yield Decomposition(blo[full], bhi[full], pts, empty, empty)
@@ -534,7 +555,7 @@ class Engine:
             if big.any():
                 self._push_split(stack, blo[big], bhi[big], known[big], nb.split_dim[big], self.domain.widest)
             if progress is not None and time.perf_counter() - last_report > 0.2:
-                progress(settled_volume / total if total else 1.0)
+                progress(share(settled_volume, total))
                 last_report = time.perf_counter()
         if progress is not None:
             progress(1.0)

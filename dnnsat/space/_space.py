@@ -246,12 +246,59 @@ class Space(Mapping[str, Param]):
 
 
 def _count_conditional(space: Space, names: list[str]) -> int:
-    """Number of finite configs where inactive children take a single placeholder value."""
+    """Number of finite configs where inactive children take a single placeholder value (exact: Python
+    ints, at any size).
+
+    A parameter whose condition names one parent hangs below it in a tree: a tree counts as the sum over
+    its root's values of the product of its subtrees (1 for a subtree left inactive), in one pass from the
+    leaves up. Parameters conditioned on several parents, with their ancestors and descendants, are
+    counted by enumerating those parents' assignments (exponential in them alone).
+    """
     unconditional = [n for n in names if not space[n].condition]
     if len(unconditional) == len(names):
         return math.prod(len(space[n].encoded()) for n in names)
-    # enumerate the parents' assignments (conditions are on finite parents) - spaces with conditions
-    # are small in their parents, so this is cheap
+    chosen = set(names)
+    parent_of = {n: next(iter(space[n].condition or {})) for n in names if space[n].condition}
+    multi = {n for n in names if len(space[n].condition or {}) > 1 or parent_of.get(n, n) not in chosen}
+    # the tangled part: multi-parent parameters and every parameter connected to one by a condition
+    tangled: set[str] = set()
+    frontier = list(multi)
+    while frontier:
+        n = frontier.pop()
+        if n in tangled:
+            continue
+        tangled.add(n)
+        frontier.extend(p for p in space[n].condition or {} if p in chosen)
+        frontier.extend(c for c in names if n in (space[c].condition or {}))
+    total = _enumerate_conditional(space, [n for n in names if n in tangled])
+    children: dict[str, list[str]] = {}
+    for n in names:
+        if n not in tangled and n in parent_of:
+            children.setdefault(parent_of[n], []).append(n)
+    tree: dict[str, int] = {}  # name -> configurations of its subtree, given it is active
+    for n in reversed(names):  # children before parents (names are in conditional order)
+        if n in tangled:
+            continue
+        values = space[n].encoded()
+        sub = 0
+        for v in values:
+            ways = 1
+            for c in children.get(n, ()):
+                p = space[n]
+                if v in {p.encode(x) for x in (space[c].condition or {})[n]}:
+                    ways *= tree[c]
+            sub += ways
+        tree[n] = sub
+    for n in names:
+        if n not in tangled and n not in parent_of:
+            total *= tree[n]
+    return total
+
+
+def _enumerate_conditional(space: Space, names: list[str]) -> int:
+    """:func:`_count_conditional` over ``names`` by enumerating the assignments of their parents."""
+    if not names:
+        return 1
     parents = sorted({p for n in names for p in (space[n].condition or {})}, key=names.index)
     total = 0
 
