@@ -174,8 +174,9 @@ def _problem(arm: str, trials: Trials) -> Any:
 
 def _optuna(name: str, arm: str, seed: int, trials: Trials) -> None:
     import optuna
-    from dnnsat.integrations.optuna import DnnSATSampler
     from optuna.trial import TrialState
+
+    from dnnsat.integrations.optuna import DnnSATSampler
 
     samplers: dict[str, Callable[[], optuna.samplers.BaseSampler]] = {
         "random": lambda: optuna.samplers.RandomSampler(seed=seed),
@@ -213,9 +214,9 @@ def _optuna(name: str, arm: str, seed: int, trials: Trials) -> None:
 
 def _nni(name: str, arm: str, seed: int, trials: Trials) -> None:
     import nni
-    from dnnsat.integrations.nni import DnnSATTuner
     from nni.tools.package_utils.tuner_factory import create_builtin_class_instance
 
+    from dnnsat.integrations.nni import DnnSATTuner
     from dnnsat.space import config_from_nni
     from dnnsat.zoo import get as zoo_get
 

@@ -84,6 +84,7 @@ def _time_simulation(name: str, net: Network, space: Space, configs: int) -> lis
 
 def _time_sampler(trials: int) -> str:
     import optuna
+
     from dnnsat.integrations.optuna import DnnSATSampler, suggest
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import nni
-from dnnsat.integrations.nni import DnnSATTuner
 from nni.tools.package_utils.tuner_factory import create_builtin_class_instance
 
 from benchmarks._report import add_write_options, update_readme, writes_readme
+from dnnsat.integrations.nni import DnnSATTuner
 from dnnsat.space import config_from_nni
 from dnnsat.zoo import synthetic_resnet_problem
 

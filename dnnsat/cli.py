@@ -375,9 +375,10 @@ def count(problem: str, budget: str | None, estimate: bool, max_time: float, as_
         try:  # a count predicted to take longer than --max-time is refused at once, one that does is stopped
             n = p.count(progress=None if not as_json else False, max_seconds=max_time or None)
         except TimeLimitError as err:
-            reason = str(err).split(":", 1)[0]  # the work predicted or done, and the estimate
+            # the work predicted or done and the estimate, without the library's own advice
+            reason = str(err).split(": use estimate_count()")[0].replace(f" (max_seconds={err.limit:g})", "")
             raise NotAnsweredError(
-                f"exact count of {problem} not answered within --max-time {max_time:g} s ({reason}): use "
+                f"exact count of {problem} not answered within --max-time {max_time:g} s: {reason}; use "
                 "--estimate for a 95% confidence interval in seconds, or raise --max-time (0: no limit)"
             ) from err
         _emit(

@@ -21,12 +21,12 @@ import pytest
 pytest.importorskip("nni")
 
 import nni  # noqa: E402
-from dnnsat.integrations.nni import DnnSATTuner, load_problem  # noqa: E402
 from nni.algorithms.hpo.evolution_tuner import EvolutionTuner  # noqa: E402
 from nni.tools.package_utils import tuner_factory  # noqa: E402
 from nni.tuner import Tuner  # noqa: E402
 
 import dnnsat as ds  # noqa: E402
+from dnnsat.integrations.nni import DnnSATTuner, load_problem  # noqa: E402
 from dnnsat.space import config_from_nni  # noqa: E402
 
 

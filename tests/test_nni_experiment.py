@@ -26,7 +26,6 @@ import pytest
 pytest.importorskip("nni")
 
 from dnnsat.integrations.nni import registration_file  # noqa: E402
-
 from dnnsat.space import config_from_nni  # noqa: E402
 from dnnsat.zoo import synthetic_resnet_problem  # noqa: E402
 

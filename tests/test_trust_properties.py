@@ -347,8 +347,9 @@ def _adapter_case(name: str) -> TrustCase:
 
 def _suggest_in_order(trial: Any, case: TrustCase, floats_first: bool) -> dict[str, Any]:
     """Suggest every active parameter, the continuous Floats first or last (parents before children)."""
-    from dnnsat.integrations.optuna import distributions
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    from dnnsat.integrations.optuna import distributions
 
     space, dists = case.space, distributions(case.problem)
     order = sorted(space.conditional_order, key=lambda n: space[n].is_finite == floats_first)
@@ -415,7 +416,6 @@ def test_optuna_trials_all_feasible(case_name: str, base: str, order: str) -> No
 def test_nni_trials_all_feasible(case_name: str, base: str) -> None:
     pytest.importorskip("nni")
     from dnnsat.integrations.nni import DnnSATTuner
-
     from dnnsat.space import config_from_nni
 
     case = _adapter_case(case_name)

@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dnnsat.integrations.nni import DnnSATTuner
-from dnnsat.integrations.nni._load import adapt_space
 from nni.tuner import Tuner
 
 import dnnsat as ds
+from dnnsat.integrations.nni import DnnSATTuner
+from dnnsat.integrations.nni._load import adapt_space
 from dnnsat.space import config_from_nni
 
 from ._spaces import ONE_VALUE, SEARCH_SPACES, make_problem, with_companion
