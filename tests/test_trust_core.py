@@ -15,6 +15,7 @@ import pytest
 
 import dnnsat as ds
 from dnnsat.solver._engine import OpaqueLimitError
+from dnnsat.zoo import synthetic_resnet_problem
 
 pytestmark = pytest.mark.filterwarnings("ignore::dnnsat.OpaqueConstraintWarning")
 
@@ -216,3 +217,52 @@ def test_zoo_problem_with_a_memory_budget_pickles() -> None:
     q = pickle.loads(pickle.dumps(p))
     cfg = p.sample(1, seed=0)[0]
     assert q.costs(cfg) == p.costs(cfg)
+
+
+def test_check_batch_validates_integer_columns_exactly() -> None:
+    """The fast check of integer columns (range, then a table or a remainder) refuses what the other does."""
+    s = ds.Space(
+        {
+            "k": ds.Categorical([3, 5, 7]),
+            "b": ds.Categorical([16, 64, 1024]),
+            "big": ds.Int(0, 10**8, step=1000),
+            "d": ds.Int(1, 4),
+        }
+    )
+    p = ds.Problem(s).require(s.vars.k * s.vars.d <= 28)
+    good = {"k": [3, 7], "b": [16, 1024], "big": [0, 10**8], "d": [1, 4]}
+    assert p.check_batch(good).tolist() == [True, True]
+    assert p.check_batch({k: np.asarray(v, dtype=np.uint32) for k, v in good.items()}).tolist() == [
+        True,
+        True,
+    ]
+    for name, bad in (("k", 4), ("b", 32), ("big", 1500), ("d", 5), ("d", 0)):
+        cols = {k: list(v) for k, v in good.items()}
+        cols[name][1] = bad
+        with pytest.raises(ds.SpaceError, match=f"column '{name}' row 1 holds {bad}"):
+            p.check_batch({k: np.asarray(v) for k, v in cols.items()})
+
+
+def test_first_check_compiles_only_the_point_evaluator() -> None:
+    """``check`` builds neither the solver engine nor the vectorized evaluator (a deep network's first
+    check waited seconds for them); each is built on first use, and answers agree."""
+    p = synthetic_resnet_problem()
+    cfg = {
+        "w0": 64,
+        "w1": 64,
+        "w2": 128,
+        "w3": 256,
+        "d0": 2,
+        "d1": 2,
+        "d2": 2,
+        "d3": 2,
+        "b": 32,
+        "r": 224,
+        "k": 3,
+    }
+    assert p.check(cfg).feasible
+    assert not p._c()._lazy  # nothing but the scalar evaluator so far
+    assert p.check_batch({k: [v] for k, v in cfg.items()}).tolist() == [True]
+    assert set(p._c()._lazy) == {"vector"}
+    assert 64 in p.feasible_values("w0", {k: v for k, v in cfg.items() if k != "w0"})
+    assert set(p._c()._lazy) == {"vector", "engine"}

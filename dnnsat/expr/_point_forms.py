@@ -179,6 +179,19 @@ def _division_form(num: Expr, c: float, bounds: Mapping[int, tuple[Any, Any]]) -
     return (x, c) if changed else None
 
 
+def _comparisons(expr: Expr, subject: Expr, inner: dict[int, int]) -> int:
+    """The comparison nodes of ``expr`` (each once), a condition on ``subject``: the walk stops at
+    ``subject``, whose own count is computed once into ``inner`` (a deep subject is not walked again
+    for every condition on it)."""
+    nodes = topological([expr], lambda n: () if n is subject else n.args)
+    count = sum(n.op in _COMPARE for n in nodes if n is not subject)
+    if any(n is subject for n in nodes):
+        if id(subject) not in inner:
+            inner[id(subject)] = sum(n.op in _COMPARE for n in topological([subject]))
+        count += inner[id(subject)]
+    return count
+
+
 def point_conditions(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] | None = None) -> list[Expr]:
     """``roots`` with every condition that combines comparisons of one expression with constants
     rewritten as at most two intervals of it (the same truth value at every point, NaN included).
@@ -212,6 +225,7 @@ def point_conditions(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] |
     masks: dict[int, tuple[_Regions, int]] = {}  # bool node -> its subject's regions, mask
     atoms: dict[int, int] = {}  # comparisons the original condition evaluates at most
     memo: dict[int, Expr] = {}
+    inner: dict[int, int] = {}  # comparisons inside each subject (counted once: subjects may be deep)
     for node in order:
         new = None
         if (cmp := _compared(node)) is not None:
@@ -229,7 +243,7 @@ def point_conditions(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]] |
                     m |= rest[0][1]
                 masks[id(node)], atoms[id(node)] = (r, m), sum(atoms[id(a)] for a in node.args)
                 new = r.expr(m)
-                if new is not None and sum(n.op in _COMPARE for n in topological([new])) > atoms[id(node)]:
+                if new is not None and _comparisons(new, r.x, inner) > atoms[id(node)]:
                     new = None  # not cheaper than the original
         args = [memo[id(a)] for a in node.args]
         if id(node) in fixed and node.op != "const":

@@ -115,6 +115,14 @@ class Domain:
     def root(self) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((1, self.ndim), dtype=np.int64), (self.sizes - 1)[None, :].copy()
 
+    def value_box(self) -> dict[str, tuple[Any, Any]]:
+        """``{name: (lowest, highest value)}`` of every variable (encoded values; continuous bounds)."""
+        box: dict[str, tuple[Any, Any]] = {
+            n: (self.values[d][0].item(), self.values[d][-1].item()) for d, n in enumerate(self.names)
+        }
+        box.update(self.continuous)
+        return box
+
     def box_with(self, fixed: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
         """The root box with some dimensions fixed to an index."""
         lo, hi = self.root()

@@ -102,11 +102,7 @@ class Engine:
         self.opaque_label = opaque_label
         self._opaque_used = 0
         self._root_domain = domain  # restricted views keep it: the Z3 backend holds the full bounds
-        box = {
-            n: (domain.values[d][0].item(), domain.values[d][-1].item()) for d, n in enumerate(domain.names)
-        }
-        box.update(domain.continuous)
-        self._box = box
+        box = self._box = domain.value_box()
         # Constraints that hold on the whole domain (e.g. a memory budget no configuration reaches) are
         # never evaluated again: bounds and points only look at the others.
         whole = interval(self.constraints, box)
