@@ -9,16 +9,21 @@ adds the Python traceback.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import pickle
 import sys
+import sysconfig
+import tempfile
 import traceback
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 
 from .problem import InfeasibleSpaceError, Problem, TimeLimitError
@@ -27,8 +32,21 @@ from .problem._user_module import UserModuleError, import_user_module, one_line
 from .space import SpaceError
 from .units import cost_kind, format_quantity
 
-console = Console()
-err_console = Console(stderr=True)
+PIPED_WIDTH = 10_000  # columns of output to a pipe or a file: nothing is cut or wrapped
+
+
+class _Console(Console):
+    """A rich Console that fits its terminal and, writing to a pipe or a file, never cuts or wraps."""
+
+    def _size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        return size if self.is_terminal else ConsoleDimensions(PIPED_WIDTH, size.height)
+
+    size = property(_size, Console.size.fset)  # type: ignore[assignment,attr-defined]
+
+
+console = _Console()
+err_console = _Console(stderr=True)
 
 
 EXIT_CODES = {
@@ -40,6 +58,7 @@ EXIT_CODES = {
 }
 DEFAULT_MAX_TIME = 60.0  # seconds, `dnnsat count --max-time`
 _DEBUG_KEY = "dnnsat.debug"
+_NO_CACHE_KEY = "dnnsat.no_cache"
 
 
 def _debug() -> bool:
@@ -99,26 +118,136 @@ def load_problem(spec: str, budget: str | None = None) -> Problem:
     if budget:
         raise InputError("--budget applies to zoo:NAME problems only; put the budget in your Problem")
     module_name, attr = spec.split(":", 1)
-    try:
-        obj: Any = import_user_module(module_name, f"PROBLEM {spec}")
-    except UserModuleError as err:
-        raise InputError(str(err) + _traceback_hint()) from err.__cause__
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise InputError(f"{module_name!r} has no attribute {attr!r} (PROBLEM {spec!r})")
-        obj = getattr(obj, part)
-    if not isinstance(obj, Problem) and callable(obj):
+    with _trace_cache():  # a traced model (ds.from_torch) is traced once per source, space and version
         try:
-            obj = obj()
-        except Exception as err:
-            raise InputError(
-                f"PROBLEM {spec!r}: calling {attr}() failed: {_one_line(err)}" + _traceback_hint()
-            ) from err
+            obj: Any = import_user_module(module_name, f"PROBLEM {spec}")
+        except UserModuleError as err:
+            raise InputError(str(err) + _traceback_hint()) from err.__cause__
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise InputError(f"{module_name!r} has no attribute {attr!r} (PROBLEM {spec!r})")
+            obj = getattr(obj, part)
+        if not isinstance(obj, Problem) and callable(obj):
+            try:
+                obj = obj()
+            except Exception as err:
+                raise InputError(
+                    f"PROBLEM {spec!r}: calling {attr}() failed: {_one_line(err)}" + _traceback_hint()
+                ) from err
     if not isinstance(obj, Problem):
         raise InputError(
             f"PROBLEM {spec!r} is a {type(obj).__name__}, not a dnnsat.Problem or a factory of one"
         )
     return obj
+
+
+def cache_dir() -> Path:
+    """Where traced models are kept: ``$DNNSAT_CACHE_DIR``, else ``$XDG_CACHE_HOME/dnnsat/traces``,
+    else ``~/.cache/dnnsat/traces``."""
+    if os.environ.get("DNNSAT_CACHE_DIR"):
+        return Path(os.environ["DNNSAT_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dnnsat" / "traces"
+
+
+def _cache_disabled() -> bool:
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get(_NO_CACHE_KEY):
+        return True
+    return os.environ.get("DNNSAT_NO_CACHE", "") not in ("", "0")
+
+
+def _trace_cache() -> Any:
+    """The on-disk trace cache for the block (a no-op under ``--no-cache`` / ``DNNSAT_NO_CACHE=1``)."""
+    if _cache_disabled():
+        return nullcontext()
+    from .cost._attach import network_store
+
+    return network_store(TraceCache(cache_dir()))
+
+
+class TraceCache:
+    """Traced networks on disk, keyed by everything a trace depends on, so that the next ``dnnsat``
+    call on the same model answers without tracing again (see :meth:`key`). A file that cannot be read
+    back is ignored and rewritten; a folder that cannot be written only costs the next call a trace."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def key(self, model: Any, space: Any) -> str | None:
+        """A digest of the model's :meth:`~dnnsat.torch.TorchModel.cache_key` (its builder's source,
+        arguments, PyTorch's version), the space, the Python and dnnsat versions, dnnsat's own source
+        when it is not installed in site-packages, and the content of every other imported module
+        outside the standard library and site-packages (the user's code). ``None``: do not cache."""
+        model_key = model.cache_key() if callable(getattr(model, "cache_key", None)) else None
+        if model_key is None:
+            return None
+        try:
+            space_text = json.dumps(space.to_dict(), sort_keys=True, default=repr)
+        except Exception:  # a space without a dict form: its repr names every parameter
+            space_text = repr(space)
+        digest = hashlib.sha256()
+        for part in (model_key, space_text, sys.version, _dnnsat_version()):
+            digest.update(part.encode() + b"\0")
+        for path in _user_files():
+            digest.update(str(path).encode() + b"\0")
+            try:
+                digest.update(path.read_bytes())
+            except OSError:
+                return None
+        return digest.hexdigest()
+
+    def __call__(self, model: Any, space: Any, trace: Callable[[], Any]) -> Any:
+        """The stored network of ``model`` over ``space``, or ``trace()`` (then stored)."""
+        from .graph import Network
+
+        key = self.key(model, space)
+        if key is None:
+            return trace()
+        path = self.folder / f"{key}.pickle"
+        try:
+            net = pickle.loads(path.read_bytes())
+            if isinstance(net, Network):
+                if callable(getattr(model, "use_network", None)):
+                    model.use_network(space, net)
+                return net
+        except Exception:  # missing, truncated or from an incompatible version: trace and rewrite
+            pass
+        net = trace()
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.folder, suffix=".tmp", delete=False) as tmp:
+                tmp.write(pickle.dumps(net, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(tmp.name, path)  # atomic: a concurrent reader sees the old file or the new one
+        except Exception:  # a read-only folder or an unpicklable network: no cache, same answer
+            pass
+        return net
+
+
+def _dnnsat_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _user_files() -> list[Path]:
+    """The source files the answer may depend on besides the installed packages: dnnsat's own when it
+    is not installed in site-packages (a checkout), and every imported module outside the standard
+    library and site-packages (the user's PROBLEM module and what it imports)."""
+    installed = tuple(
+        str(Path(p).resolve())
+        for k in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_paths().get(k))
+    )
+    package = Path(__file__).resolve().parent
+    files = set() if str(package).startswith(installed) else set(package.rglob("*.py"))
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)  # (torch.ops and torch.classes: a bare "_ops.py")
+        if not isinstance(name, str) or not name.endswith(".py") or not os.path.isabs(name):
+            continue
+        path = Path(name).resolve()
+        if not str(path).startswith(installed) and package not in path.parents and path.is_file():
+            files.add(path)
+    return sorted(files)
 
 
 def _parse_budget(text: str | None) -> dict[str, str]:
@@ -213,6 +342,23 @@ def debug_opt(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def _set_no_cache(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[_NO_CACHE_KEY] = True
+
+
+def no_cache_opt(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--no-cache``: trace a ``ds.from_torch`` model again instead of reading the trace cache."""
+    return click.option(
+        "--no-cache",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_no_cache,
+        help="trace ds.from_torch models again, ignoring the trace cache (also: DNNSAT_NO_CACHE=1)",
+    )(fn)
+
+
 def _emit(as_json: bool, data: Any, render: Callable[[], None]) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2, default=_jsonable))
@@ -234,13 +380,25 @@ set_opt = click.option(
 )
 
 
+_BASE_UNITS = {"count": "", "flops": " FLOPs", "bytes": " B", "time": " s"}  # what the exact value is in
+
+
+def cost_units(costs: Mapping[str, Any]) -> dict[str, str | None]:
+    """The unit of each cost's raw value (``"s"``, ``"B"``, ``"FLOPs"``, ``"count"``; None: no unit)."""
+    return {k: (_BASE_UNITS[kind].strip() or "count") if (kind := cost_kind(k)) else None for k in costs}
+
+
 def _costs_table(costs: Mapping[str, Any]) -> Table:
-    """Costs with their units (``memory_*`` in bytes, ``latency`` in seconds, ...)."""
-    t = Table("cost", "value", "")
+    """Costs with their units: a readable value (``1.36 ms``, ``442 KiB``) and the exact one in the
+    base unit (``0.00136088 s``); a cost of no known kind (a custom ``add_cost``) says ``(no unit)``."""
+    t = Table("cost", "value", "exact")
     for k, val in costs.items():
+        exact = f"{val:,}" if isinstance(val, int) else f"{val:.6g}"
         kind = cost_kind(k)
-        unit = format_quantity(val, kind) if kind else ""
-        t.add_row(k, f"{val:,}" if isinstance(val, int) else f"{val:.6g}", unit)
+        if kind is None:
+            t.add_row(k, exact, "(no unit)")
+        else:
+            t.add_row(k, format_quantity(val, kind), exact + _BASE_UNITS[kind])
     return t
 
 
@@ -250,12 +408,14 @@ def _costs_table(costs: Mapping[str, Any]) -> Table:
 )
 @click.version_option(package_name="dnnsat")
 @debug_opt
+@no_cache_opt
 def main() -> None:
     """Prune AutoML search spaces before any trial runs."""
 
 
 @main.command()
 @debug_opt
+@no_cache_opt
 @problem_arg
 @budget_opt
 @set_opt
@@ -270,6 +430,7 @@ def check(problem: str, budget: str | None, items: tuple[str, ...], as_json: boo
             "feasible": verdict.feasible,
             "violations": [v.__dict__ for v in verdict.violations],
             "costs": verdict.costs,
+            "units": cost_units(verdict.costs),
         }
 
         def render() -> None:
@@ -288,6 +449,7 @@ def check(problem: str, budget: str | None, items: tuple[str, ...], as_json: boo
 
 @main.command()
 @debug_opt
+@no_cache_opt
 @problem_arg
 @budget_opt
 @json_opt
@@ -338,6 +500,7 @@ def _describe(param: Any) -> str:
 
 @main.command()
 @debug_opt
+@no_cache_opt
 @problem_arg
 @budget_opt
 @click.option("--estimate", is_flag=True, help="estimate with a 95% confidence interval instead of counting")
@@ -395,6 +558,7 @@ def count(problem: str, budget: str | None, estimate: bool, max_time: float, as_
 
 @main.command()
 @debug_opt
+@no_cache_opt
 @problem_arg
 @budget_opt
 @click.option("-n", "n", default=5, show_default=True, help="number of configurations")
@@ -428,6 +592,7 @@ def sample(problem: str, budget: str | None, n: int, seed: int | None, as_json: 
 
 @main.command()
 @debug_opt
+@no_cache_opt
 @problem_arg
 @budget_opt
 @set_opt
@@ -455,6 +620,7 @@ def explain(problem: str, budget: str | None, items: tuple[str, ...], as_json: b
             "sentence": expl.sentence,
             "repair": fix,
             "costs": costs,
+            "units": cost_units(costs),
         }
 
         def render() -> None:
@@ -476,6 +642,7 @@ def explain(problem: str, budget: str | None, items: tuple[str, ...], as_json: b
 
 @main.command()
 @debug_opt
+@no_cache_opt
 @problem_arg
 @budget_opt
 @click.option(

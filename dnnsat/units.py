@@ -191,6 +191,8 @@ def _scaled(x: float, steps: list[tuple[float, str]]) -> tuple[str, str]:
 _COST_KINDS = {
     "params": "count",
     "flops": "flops",
+    "macs": "count",  # multiply-accumulates: flops / 2
+    "other_ops": "count",  # elementwise, norm and pool arithmetic
     "train_flops": "flops",
     "weight_bytes": "bytes",
     "activation_bytes": "bytes",

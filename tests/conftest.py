@@ -9,7 +9,11 @@ as ``ONEDNN_MAX_CPU_ISA=AVX2`` emulates AVX2 (set before torch loads, unless the
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+
+# `dnnsat` CLI calls keep their traces in a folder of this run, not in the user's ~/.cache
+os.environ.setdefault("DNNSAT_CACHE_DIR", tempfile.mkdtemp(prefix="dnnsat-test-cache-"))
 
 
 def _cpu_flags() -> set[str]:

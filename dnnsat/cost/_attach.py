@@ -23,6 +23,8 @@ Costs (all symbolic, over the space's variables; whole batch as the network is b
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..expr import Const, Expr, substitute
@@ -63,13 +65,34 @@ def _latency(net: Network, budget: Budget) -> dict[str, Expr]:
     return exprs
 
 
+NetworkStore = Callable[[Any, Any, Callable[[], Network]], Network]
+"""``store(model, space, trace) -> Network``: a network from a store, or ``trace()`` (and kept)."""
+
+_network_store: NetworkStore | None = None
+
+
+@contextmanager
+def network_store(store: NetworkStore | None) -> Iterator[None]:
+    """Within the block, models that trace over the space (``model.network(space)``, e.g.
+    :func:`dnnsat.torch.from_torch`) get their network through ``store`` (the CLI's on-disk cache)."""
+    global _network_store
+    previous, _network_store = _network_store, store
+    try:
+        yield
+    finally:
+        _network_store = previous
+
+
 def build_network(model: Any, space: Any) -> Network:
     """Call ``model(space.vars)`` (``model.network(space)`` for a model that traces over the space's
     domains, e.g. :func:`dnnsat.torch.from_torch`), or take a ready Network, and check the result."""
     if isinstance(model, Network):
         net = model
     elif callable(getattr(model, "network", None)):
-        net = model.network(space)
+        if _network_store is None:
+            net = model.network(space)
+        else:
+            net = _network_store(model, space, lambda: model.network(space))
     elif not callable(model):
         raise TypeError(
             f"model must be a function building a dnnsat Network from the space's variables, a Network or "

@@ -28,6 +28,9 @@ How it works (see :func:`from_torch`):
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -102,6 +105,21 @@ class TorchModel:
         self.invalid_regions = sum(r.net is None for r in regions)
         self._cache = (space, net)
         return net
+
+    def cache_key(self) -> str | None:
+        """A digest of what a trace reads besides the space: the source of ``build`` and ``inputs`` (a
+        function, a class, a method or a ``functools.partial`` of one, with its defaults, bound
+        arguments and closure values), ``max_regions`` and PyTorch's version. ``None`` (do not cache)
+        when a source cannot be read or a value has no stable ``repr`` (an object shown by address)."""
+        parts = [_source_key(self.build), _source_key(self.inputs)]
+        if None in parts:
+            return None
+        parts += [str(self.max_regions), torch.__version__]
+        return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()
+
+    def use_network(self, space: Any, net: Network) -> None:
+        """Take ``net`` (a stored trace of this model over ``space``) as the network over ``space``."""
+        self._cache = (space, net)
 
     def measure(self, config: Mapping[str, Any]) -> tuple[int, int] | None:
         """PyTorch's own ``(params, FLOPs)`` of ``config``: ``build(config)`` on the meta device (no
@@ -183,6 +201,30 @@ class TorchModel:
                 "or give from_torch(..., space=space)"
             )
         return self.network(self.space)
+
+
+def _source_key(fn: Any) -> str | None:
+    """The source text of ``fn`` and the values it is called with beyond ``cfg`` (see ``cache_key``)."""
+    extra: list[Any] = []
+    while isinstance(fn, functools.partial):
+        extra += [fn.args, sorted(fn.keywords.items())]
+        fn = fn.func
+    if not (inspect.isfunction(fn) or inspect.isclass(fn)):  # a bound method, a callable object: state
+        return None
+    if inspect.isfunction(fn):
+        try:
+            cells = [c.cell_contents for c in fn.__closure__ or ()]
+        except ValueError:  # a closure variable not assigned yet
+            return None
+        extra += [fn.__defaults__, fn.__kwdefaults__, cells]
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):  # defined interactively, or a builtin
+        return None
+    text = repr(extra)
+    if " at 0x" in text or " object at " in text:  # a value keyed only by its address
+        return None
+    return f"{fn.__module__}.{fn.__qualname__}\n{source}\n{text}"
 
 
 def _output_padding_check(mod: Any, args: Any) -> None:
