@@ -3,12 +3,20 @@ value is refused by dnnsat with a message naming the argument and the fix, never
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ArgumentError", "MAX_REQUEST_BYTES", "check_count", "check_request", "check_seed"]
+__all__ = [
+    "ArgumentError",
+    "MAX_REQUEST_BYTES",
+    "check_count",
+    "check_request",
+    "check_seconds",
+    "check_seed",
+]
 
 #: the most memory one call may allocate for its answer (``sample``, ``estimate_count``, ``check_batch``);
 #: a larger request is refused before numpy allocates, naming a size that fits
@@ -50,6 +58,18 @@ def check_count(value: Any, name: str, where: str, minimum: int = 0, example: in
             f"got {value!r}"
         )
     return int(value)
+
+
+def check_seconds(max_seconds: Any, where: str) -> float | None:
+    """``max_seconds`` as seconds > 0, or ``None`` for no limit (``None`` or ``math.inf``)."""
+    if max_seconds is None:
+        return None
+    if isinstance(max_seconds, bool) or not isinstance(max_seconds, int | float) or not max_seconds > 0:
+        raise ArgumentError(
+            f"{where}: max_seconds must be a number of seconds > 0 (None or math.inf: no limit), "
+            f"got {max_seconds!r}"
+        )
+    return None if math.isinf(max_seconds) else float(max_seconds)
 
 
 def check_request(where: str, name: str, n: int, bytes_each: int, limit: int | None = None) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..solver._boxes import Domain, share
 from ..solver._engine import BATCH, Decomposition
-from ._args import check_count, check_request, check_seed
+from ._args import check_count, check_request, check_seconds, check_seed
 from ._explain import _raise_empty
 from ._results import Estimate, TimeLimitError
 from ._search import _ordered
@@ -37,18 +37,6 @@ ESTIMATE_CELLS = 1 << 22
 ENUMERATE_CHUNK = 4096
 
 
-def time_limit(max_seconds: Any, what: str) -> float | None:
-    """``max_seconds`` checked (a number > 0; ``None`` or ``math.inf``: no limit)."""
-    if max_seconds is None:
-        return None
-    if isinstance(max_seconds, bool) or not isinstance(max_seconds, int | float) or not max_seconds > 0:
-        raise ValueError(
-            f"{what}: max_seconds must be a number of seconds > 0 (None or math.inf: no limit), "
-            f"got {max_seconds!r}"
-        )
-    return None if math.isinf(max_seconds) else float(max_seconds)
-
-
 def _deadline(limit: float | None) -> float | None:
     return None if limit is None else time.perf_counter() + limit
 
@@ -64,7 +52,7 @@ def _number(x: Any) -> float:
 
 def count(problem: Problem, progress: bool | None = None, max_seconds: float | None = TIME_LIMIT) -> int:
     """Implements :meth:`Problem.count`."""
-    limit = time_limit(max_seconds, "count")
+    limit = check_seconds(max_seconds, "count")
     comp = problem._c()
     dom = comp.domain
     total = 0
@@ -219,7 +207,7 @@ def estimate_count(
     samples = check_count(samples, "samples", "estimate_count", minimum=1, example=20_000)
     seed = check_seed(seed, "estimate_count")
     max_boxes = check_count(max_boxes, "max_boxes", "estimate_count", minimum=1, example=50_000)
-    limit = time_limit(max_seconds, "estimate_count")
+    limit = check_seconds(max_seconds, "estimate_count")
     comp = problem._c()
     # the draws: indices, their canonical copy and the box of each (the decomposition is bounded apart)
     check_request("estimate_count", "samples", samples, 24 * comp.domain.ndim + 32)
@@ -288,7 +276,7 @@ def _draw(
 def _enumerate(
     problem: Problem, limit: int | None, max_seconds: float | None = TIME_LIMIT
 ) -> Iterator[dict[str, Any]]:
-    seconds = time_limit(max_seconds, "enumerate")
+    seconds = check_seconds(max_seconds, "enumerate")
     if limit == 0:
         return
     comp = problem._c()
@@ -333,7 +321,7 @@ def sample(
     n = check_count(n, "n", "sample")
     seed = check_seed(seed, "sample")
     max_boxes = check_count(max_boxes, "max_boxes", "sample", minimum=1, example=SAMPLE_BOXES)
-    deadline = _deadline(time_limit(max_seconds, "sample"))
+    deadline = _deadline(check_seconds(max_seconds, "sample"))
     comp = problem._c()
     check_request("sample", "n", n, _sample_bytes(problem, comp))
     comp.engine.require_finite("sample")

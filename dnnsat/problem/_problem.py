@@ -29,7 +29,7 @@ from ..expr import (
 from ..solver._boxes import Domain
 from ..solver._engine import Engine
 from ..space import Space, SpaceError
-from ._args import ArgumentError, check_request
+from ._args import ArgumentError, check_request, check_seconds
 from ._count import (
     SAMPLE_BOXES,
     TIME_LIMIT,
@@ -40,7 +40,6 @@ from ._count import (
     count,
     estimate_count,
     sample,
-    time_limit,
 )
 from ._explain import explain, is_empty, unsat_core
 from ._feasible import feasible_intervals, feasible_values, is_extendable, nearest_feasible_value
@@ -665,7 +664,7 @@ class Problem:
             raise ArgumentError(
                 f"enumerate: limit must be None or an integer >= 0 (e.g. limit=100), got {limit!r}"
             )
-        time_limit(max_seconds, "enumerate")
+        check_seconds(max_seconds, "enumerate")
         return _enumerate(self, limit, max_seconds)
 
     def sample(

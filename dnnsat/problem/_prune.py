@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..space import Categorical, Float, Int, Space
-from ._count import TIME_LIMIT, time_limit
+from ._args import check_seconds
+from ._count import TIME_LIMIT
 from ._explain import _raise_empty
 from ._results import PartialResultWarning
 from ._search import _fixed_box
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 def prune(problem: Problem, max_seconds: float | None = TIME_LIMIT) -> Space:
     """Implements :meth:`Problem.prune`."""
-    limit = time_limit(max_seconds, "prune")
+    limit = check_seconds(max_seconds, "prune")
     deadline = None if limit is None else time.perf_counter() + limit
     comp = problem._c()
     dom = comp.domain
