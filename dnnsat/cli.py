@@ -27,7 +27,6 @@ from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 
 from .problem import InfeasibleSpaceError, Problem, TimeLimitError
-from .problem._count import count_work as count_work  # the predicted work of an exact count
 from .problem._user_module import UserModuleError, import_user_module, one_line
 from .space import SpaceError
 from .units import cost_kind, format_quantity

@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 import dnnsat as ds
-from dnnsat.cli import DEFAULT_MAX_TIME, EXIT_CODES, count_work
+from dnnsat.cli import DEFAULT_MAX_TIME, EXIT_CODES
 from dnnsat.cli import main as cli
+from dnnsat.problem._count import count_work
 from dnnsat.zoo import synthetic_resnet_problem
 from dnnsat.zoo._synthetic import synthetic_resnet_costs
 
