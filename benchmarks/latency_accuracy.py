@@ -60,6 +60,27 @@ def metrics(pred: np.ndarray, true: np.ndarray) -> tuple[float, float, float]:
     return float(kendalltau(pred, true)[0]), float(100 * rel.mean()), float(100 * (rel <= 0.10).mean())
 
 
+def no_worse(fitted: np.ndarray, zero: np.ndarray, true: np.ndarray) -> bool:
+    """The fitted predictions rank (Spearman) and err (median absolute percentage error) no worse than the
+    zero-shot ones, on the same held-out configurations (1e-3 slack on ρ for near-tie rounding)."""
+    from scipy.stats import spearmanr
+
+    def median_error(pred: np.ndarray) -> float:
+        return float(np.median(np.abs(pred - true) / true))
+
+    rank_ok = spearmanr(fitted, true)[0] >= spearmanr(zero, true)[0] - 1e-3
+    return bool(rank_ok and median_error(fitted) <= median_error(zero))
+
+
+def utilization_error(flops: np.ndarray, pred: np.ndarray, true: np.ndarray, profile: Any) -> np.ndarray:
+    """Absolute error in percentage points of the predicted utilization (``gpu_utilization``: FLOPs over
+    latency over the fp32 peak) against the measured one (the same FLOPs over the measured latency)."""
+    from dnnsat.cost import get_device
+
+    peak = get_device(profile).peak("float32")
+    return np.asarray(100 * np.abs(flops / pred - flops / true) / peak)
+
+
 def fmt(m: tuple[float, float, float]) -> list[str]:
     return [f"{m[0]:.3f}", f"{m[1]:.1f} %", f"{m[2]:.0f} %"]
 
@@ -331,7 +352,11 @@ def nb201_part(data: Path, draws: int, columns: Sequence[str] = ()) -> str:
                     *metrics(pred[rest], y[rest])[:2],
                     metrics(base[rest], y[rest])[0],
                 ]
+                + [no_worse(pred[rest], zero[rest], y[rest])]
+                + [utilization_error(flops, pred, y, profile)[rest]]
             )
+        util = [np.median(d.pop()) for d in per_draw]
+        zero_util = float(np.median(utilization_error(flops, zero, y, profile)))
         m = np.array(per_draw)
         ours[column] = (float(m[:, 0].min()), float(m[:, 2].min()))
         med = np.median(m, axis=0)
@@ -339,6 +364,8 @@ def nb201_part(data: Path, draws: int, columns: Sequence[str] = ()) -> str:
             [label, batch, f"{m[:, 0].min():.3f} / {med[0]:.3f} / {m[:, 0].max():.3f}", f"{med[1]:.3f}"]
             + [f"{m[:, 2].min():.3f}", "yes" if (m[:, 0] > m[:, 2]).all() else "no"]
             + [f"{med[3]:.3f}", f"{med[4]:.3f}", f"{med[5]:.1f} %", f"{med[6]:.3f}", f"{rho(zero, y):.3f}"]
+            + [f"{int(m[:, 7].sum())} / {len(m)}"]
+            + [f"{zero_util:.2f} / {np.median(util):.2f} pp" if profile.kind == "gpu" else "-"]
         )
         print(
             f"NB201 {column}: HELP-test rho worst/median/best {m[:, 0].min():.3f}/{med[0]:.3f}/"
@@ -346,6 +373,7 @@ def nb201_part(data: Path, draws: int, columns: Sequence[str] = ()) -> str:
         )
     header = ["device", "batch", "ρ worst / median / best", "τ (median)", "FLOPs ρ (worst)"]
     header += ["ρ > FLOPs ρ, every draw", "full space ρ", "τ", "MAPE", "FLOPs τ", "zero-shot ρ"]
+    header += ["fit no worse than zero-shot", "utilization error zero-shot / fitted"]
     help_rows = []
     for device, (h, hf, column) in HELP_TABLE3.items():
         if column and column not in ours:

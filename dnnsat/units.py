@@ -1,4 +1,4 @@
-"""Parse and format quantities: parameter counts, FLOPs, bytes and times.
+"""Parse and format quantities: parameter counts, FLOPs, bytes, times and shares.
 
 Conventions:
 
@@ -12,6 +12,8 @@ Conventions:
   number is bytes. ``"16GiB"`` → ``17_179_869_184``, ``"16 GB"`` → ``16_000_000_000``.
 * **time**: seconds as a float. Units ``ns``, ``us``/``µs``/``μs``, ``ms``, ``s``/``sec``, ``min``, ``h``;
   a plain number is seconds. ``"10ms"`` → ``0.01``.
+* **share** (e.g. GPU utilization): a fraction as a float; ``"40%"`` → ``0.4``, a plain number is the
+  fraction itself.
 
 Counts, FLOPs and bytes are returned as ``int`` when integral (computed in decimal, so ``"4.1G"`` is
 exactly ``4_100_000_000``), else as ``float``. Negative, NaN and infinite values, unknown units and units
@@ -27,7 +29,7 @@ from typing import Any
 
 __all__ = ["KINDS", "UnitError", "format_quantity", "parse_quantity"]
 
-KINDS = ("count", "flops", "bytes", "time")
+KINDS = ("count", "flops", "bytes", "time", "share")
 _ALIASES = {
     "params": "count",
     "parameters": "count",
@@ -40,6 +42,7 @@ _EXAMPLES = {
     "flops": "4G, 4GFLOPs, 4 GFLOP, 1.5T, 2 GMACs, 4e9",
     "bytes": "16GiB, 16 GB, 512MiB, 1e9",
     "time": "10ms, 2.5 s, 300us, 300µs, 0.01",
+    "share": "40%, 0.4",
 }
 _SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
 _BIN = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50}
@@ -82,6 +85,8 @@ def _unit_multiplier(unit: str, kind: str) -> Decimal | None:
     low = u.lower()
     if kind == "time":
         return _TIME.get(u, _TIME.get(low))
+    if kind == "share":
+        return {"": Decimal(1), "%": Decimal("0.01")}.get(u)
     if kind == "count":
         if low in ("b", "bn"):
             return Decimal(10**9)
@@ -109,7 +114,13 @@ def _other_kind(unit: str, kind: str) -> str | None:
     return None
 
 
-_KIND_WORDS = {"count": "a count", "flops": "a number of FLOPs", "bytes": "a byte size", "time": "a time"}
+_KIND_WORDS = {
+    "count": "a count",
+    "flops": "a number of FLOPs",
+    "bytes": "a byte size",
+    "time": "a time",
+    "share": "a share",
+}
 
 
 def _fail(value: Any, kind: str, why: str) -> UnitError:
@@ -117,7 +128,7 @@ def _fail(value: Any, kind: str, why: str) -> UnitError:
 
 
 def _result(d: Decimal, kind: str) -> int | float:
-    if kind != "time" and d == d.to_integral_value():
+    if kind not in ("time", "share") and d == d.to_integral_value():
         return int(d)
     return float(d)
 
@@ -125,8 +136,9 @@ def _result(d: Decimal, kind: str) -> int | float:
 def parse_quantity(value: str | int | float, kind: str) -> int | float:
     """Parse ``value`` (a number or a string such as ``"25M"``, ``"16GiB"``, ``"10ms"``) as a ``kind``.
 
-    ``kind`` is ``"count"``, ``"flops"``, ``"bytes"`` or ``"time"`` (aliases: ``params``, ``memory``,
-    ``latency``). Returns ``int`` for integral counts/FLOPs/bytes, else ``float``; times are seconds.
+    ``kind`` is ``"count"``, ``"flops"``, ``"bytes"``, ``"time"`` or ``"share"`` (aliases: ``params``,
+    ``memory``, ``latency``). Returns ``int`` for integral counts/FLOPs/bytes, else ``float``; times are
+    seconds, shares fractions.
     """
     kind = _kind(kind)
     if isinstance(value, bool) or value is None:
@@ -140,7 +152,7 @@ def parse_quantity(value: str | int | float, kind: str) -> int | float:
             raise _fail(value, kind, "not a finite number")
         if x < 0:
             raise _fail(value, kind, "negative")
-        if kind != "time" and x.is_integer():
+        if kind not in ("time", "share") and x.is_integer():
             return int(value) if isinstance(value, int) else int(x)
         return x
     m = _NUMBER.match(value)
@@ -199,6 +211,7 @@ _COST_KINDS = {
     "bytes_moved": "bytes",
     "latency": "time",
     "train_step_time": "time",
+    "gpu_utilization": "share",
 }
 
 
@@ -211,7 +224,8 @@ def format_quantity(value: int | float, kind: str) -> str:
     """A short human string: ``"25.0M"``, ``"4.00 GFLOPs"``, ``"16.0 GiB"``, ``"10.0 ms"``.
 
     Three significant digits; counts and FLOPs use SI prefixes (``K M G T P``), bytes binary ones
-    (``KiB MiB GiB TiB PiB``), times ``ns µs ms s``. :func:`parse_quantity` reads every result back.
+    (``KiB MiB GiB TiB PiB``), times ``ns µs ms s``, shares percent. :func:`parse_quantity` reads every
+    result back.
     """
     kind = _kind(kind)
     x = float(value)
@@ -236,6 +250,8 @@ def format_quantity(value: int | float, kind: str) -> str:
         steps = [(2.0**50, "PiB"), (2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB")]
         num, unit = _scaled(x, steps)
         return f"{sign}{num} {unit}"
+    if kind == "share":
+        return f"{sign}{100 * x:.3g} %"
     if x == 0:
         return "0 s"
     num, unit = _scaled(x, [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")])

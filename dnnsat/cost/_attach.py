@@ -17,7 +17,10 @@ Costs (all symbolic, over the space's variables; whole batch as the network is b
   ``memory_transient``, ``memory_input``, ``memory_overhead`` (they sum to ``memory``);
 * ``latency`` (seconds, one inference forward of the batch on the budget's device; of
   ``Budget(latency_batch=)`` images when given) and
-  ``train_step_time`` (seconds, forward + backward + optimizer step), see :mod:`dnnsat.cost.latency`.
+  ``train_step_time`` (seconds, forward + backward + optimizer step), see :mod:`dnnsat.cost.latency`;
+* ``gpu_utilization`` (GPU devices; a share of the peak FLOP/s for the dtype): ``train_flops`` over
+  ``train_step_time`` when training, ``flops`` of the served batch over ``latency`` for inference,
+  divided by the peak.
 """
 
 from __future__ import annotations
@@ -56,12 +59,23 @@ def cost_expressions(net: Network, budget: Budget | None = None) -> dict[str, Ex
 
 
 def _latency(net: Network, budget: Budget) -> dict[str, Expr]:
-    """Latency and train step time; with ``budget.latency_batch`` the latency of a forward at that batch."""
+    """Latency, train step time and (GPUs) utilization; with ``budget.latency_batch`` the latency of a
+    forward at that batch."""
     exprs = latency_expressions(net, budget, budget.device_profile)
+    flops = served_flops = net.costs()["flops"]
     if budget.latency_batch is not None:
         batch = Const(budget.latency_batch)
         served = batch_values(net, lambda _: batch, f"latency_batch={budget.latency_batch}")
         exprs["latency"] = substitute(exprs["latency"], served)
+        served_flops = substitute(flops, served)
+    device = budget.device_profile
+    if device is not None and device.kind == "gpu":
+        peak = device.peak(budget.dtype)
+        exprs["gpu_utilization"] = (
+            3 * flops / (exprs["train_step_time"] * peak)
+            if budget.train
+            else served_flops / (exprs["latency"] * peak)
+        )
     return exprs
 
 

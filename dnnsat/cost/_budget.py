@@ -50,6 +50,11 @@ class Budget:
     rules are checked at that batch too (with 1297 samples and ``batch_size=16`` the last batch holds one
     sample, and BatchNorm after the pooling or in a dense head raises at the end of the first epoch).
 
+    ``gpu_utilization`` (a share, e.g. ``"40%"`` or ``0.4``; GPU devices only) is a lower limit: the
+    configuration must keep the GPU at least that busy (cost ``gpu_utilization``: achieved FLOP/s over the
+    device's peak for the dtype, from the latency model; of a training step when training, of the
+    served forward for ``mode="inference"``). A job that leaves a shared GPU idle wastes it.
+
     ``margin`` (``0 <= margin < 1``, default 0): a safety margin on the estimated costs, ``memory`` and
     ``latency``: a configuration passes when its estimate is at most ``limit * (1 - margin)`` (with
     ``memory="24GiB", margin=0.05`` the model may use 22.8 GiB); params, weight bytes and FLOPs are
@@ -75,6 +80,7 @@ class Budget:
     flops: int | float | None = None
     memory: int | float | None = None
     latency: float | None = None
+    gpu_utilization: float | None = None  # a lower limit, a share of the peak
     device: str | None = None  # the profile's name
     dtype: str = "float32"
     optimizer: str | None = None
@@ -96,6 +102,7 @@ class Budget:
         flops: Any = None,
         memory: Any = None,
         latency: Any = None,
+        gpu_utilization: Any = None,
         device: Any = None,
         dtype: str = "float32",
         optimizer: str | None = None,
@@ -173,6 +180,8 @@ class Budget:
                 memory = profile.memory_bytes
         object.__setattr__(self, "memory", q(memory, "bytes", "memory"))
         object.__setattr__(self, "latency", q(latency, "time", "latency"))
+        share = _utilization(q(gpu_utilization, "share", "gpu_utilization"), profile)
+        object.__setattr__(self, "gpu_utilization", share)
         object.__setattr__(self, "device", profile.name if profile is not None else None)
         object.__setattr__(self, "device_profile", profile)
         object.__setattr__(self, "dtype", dtype)
@@ -240,6 +249,22 @@ class Budget:
 
 _FIELDS = frozenset(f.name for f in fields(Budget) if f.name != "device_profile")  # keyword arguments
 _ESTIMATED = ("memory", "latency")  # the limits a margin applies to
+
+
+def _utilization(share: float | None, profile: Any) -> float | None:
+    """The ``gpu_utilization`` lower limit, checked: a share in (0, 1] on a GPU device."""
+    if share is None:
+        return None
+    if profile is None or profile.kind != "gpu":
+        raise ValueError(
+            "Budget: gpu_utilization needs a GPU device: Budget(gpu_utilization='40%', device='h200'); "
+            "see `dnnsat devices` for the GPU profiles"
+        )
+    if not 0 < share <= 1:
+        raise ValueError(
+            f"Budget: gpu_utilization must be a share in (0, 1], e.g. '40%' or 0.4; got {share!r}"
+        )
+    return float(share)
 
 
 def _flag(text: str) -> bool:

@@ -64,6 +64,8 @@ def attach(problem: Any, model: Any, budget: Budget | None) -> Network | None:
             problem.require(e, name=name)
     for name, limit in budget.limits().items():
         problem.require(exprs[name] <= limit, name=name)
+    if budget.gpu_utilization is not None:  # a lower limit
+        problem.require(exprs["gpu_utilization"] >= budget.gpu_utilization, name="gpu_utilization")
     _require_reserved(problem, net, budget)
     return net
 

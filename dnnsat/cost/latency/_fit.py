@@ -61,6 +61,12 @@ def fit_device(
     (``r_i / (1 - h_ii)``, the PRESS statistic): no refits. A number fixes the weight (0.05 was the
     default before). The choice is recorded in the profile's ``sources``.
 
+    Never worse than the profile (``"cv"`` only): the profile's own predictions of the samples are held
+    out by construction; a fitted weight is kept only if its leave-one-out predictions misorder no more
+    sample pairs and have no larger median error than the profile's. When none is, the result is the
+    profile with every latency scaled by one factor (the mean log error: ranking unchanged) if that lowers
+    the leave-one-out median error, else the profile unchanged; ``sources`` says which.
+
     Efficiencies of the classes in ``profile.probed`` (measured on the device by a probe op,
     :func:`dnnsat.torch.calibrate`) get a prior weight of at least :data:`PROBE_PRIOR_WEIGHT` (as much as
     one sample), whatever the chosen weight: a few samples that barely involve a class cannot move a
@@ -134,15 +140,22 @@ def fit_device(
     if isinstance(prior_weight, str):
         if prior_weight != "cv":
             raise ValueError(f"fit_device: prior_weight must be a number or 'cv', got {prior_weight!r}")
-        chosen: list[tuple[tuple[float, float], float, np.ndarray]] = []  # (CV score, weight, theta)
+        # (CV score, weight, theta, leave-one-out residuals) per prior weight
+        chosen: list[tuple[tuple[float, float], float, np.ndarray, np.ndarray]] = []
         starts = [start, low]
         for weight in sorted(PRIOR_GRID):  # weak to strong: a strong prior first traps fits near the profile
             starts, theta, loo = fit(weight, starts)
-            chosen.append((_cv_score(loo, measured), weight, theta))
-        score, weight, theta = min(reversed(chosen), key=lambda c: c[0])
+            chosen.append((_cv_score(loo, measured), weight, theta, loo))
+        zero = predict(start) - measured  # the profile's own log errors: held out by construction
+        kept = _held_out_baseline(zero, measured)
+        helps = [c for c in chosen if _no_worse(_held_out(c[3], measured), kept[1])]
+        if not helps:
+            return _baseline_profile(base, kept, len(samples), name)
+        score, weight, theta, _ = min(reversed(helps), key=lambda c: c[0])
         how = (
             f"prior weight {weight:g}, chosen by leave-one-out cross-validation: {100 * score[0]:.1f} % of "
-            f"sample pairs misordered, RMS log error {math.sqrt(score[1]):.3g}"
+            f"sample pairs misordered, RMS log error {math.sqrt(score[1]):.3g}; no worse than the profile "
+            "held out"
         )
     else:
         weight = float(prior_weight)
@@ -162,6 +175,52 @@ def fit_device(
         efficiency=efficiency,
         sources={**base.sources, "launch_overhead_s": note, "efficiency": note}
         | ({"parallel_overhead_s": note} if len(overheads) > 1 else {}),
+        aliases=(),
+        probed=(),
+    )
+
+
+def _held_out(loo: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
+    """(share of sample pairs misordered, median absolute percentage error) of held-out log residuals."""
+    return _cv_score(loo, measured)[0], float(np.median(np.abs(np.expm1(loo))))
+
+
+def _no_worse(score: tuple[float, float], baseline: tuple[float, float]) -> bool:
+    """A fit is kept only when its held-out ranking and its held-out median error are both no worse."""
+    return score[0] <= baseline[0] + 1e-12 and score[1] <= baseline[1] + 1e-12
+
+
+def _held_out_baseline(zero: np.ndarray, measured: np.ndarray) -> tuple[float, tuple[float, float]]:
+    """What ``fit_device`` falls back to, as (log scale factor, held-out score): the profile with every
+    prediction scaled by one factor (the mean log error, cross-validated leave-one-out; the ranking is
+    the profile's) when that lowers the held-out median error, else the profile unchanged (factor 0)."""
+    n = len(zero)
+    scaled = zero - (zero.sum() - zero) / (n - 1)  # leave-one-out residuals of a fitted log offset
+    unchanged, rescaled = _held_out(zero, measured), _held_out(scaled, measured)
+    if rescaled[1] < unchanged[1]:
+        return -float(zero.mean()), rescaled
+    return 0.0, unchanged
+
+
+def _baseline_profile(
+    base: DeviceProfile, kept: tuple[float, tuple[float, float]], n: int, name: str | None
+) -> DeviceProfile:
+    """``base`` with its latencies scaled by ``exp(kept[0])``: overheads times the factor, efficiencies
+    divided by it (every latency term is a time over an efficiency or an overhead, so all scale alike)."""
+    factor = math.exp(kept[0])
+    misordered, error = kept[1]
+    what = f"every latency x {factor:.3g}" if kept[0] else "the profile unchanged"
+    note = (
+        f"fit_device on {n} measured latencies: no fit did better held out than the profile (leave-one-out: "
+        f"{100 * misordered:.1f} % of sample pairs misordered, median error {100 * error:.1f} %), so {what}"
+    )
+    return base.replace(
+        name=name or f"{base.name}-fitted",
+        launch_overhead_s=base.launch_overhead_s * factor,
+        parallel_overhead_s=base.parallel_overhead_s * factor,
+        conv_overhead_s=base.conv_overhead_s * factor,
+        efficiency={k: v / factor for k, v in base.efficiency.items()},
+        sources={**base.sources, "launch_overhead_s": note, "efficiency": note},
         aliases=(),
         probed=(),
     )
