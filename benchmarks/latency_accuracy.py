@@ -339,9 +339,9 @@ def nb201_part(data: Path, draws: int, columns: Sequence[str] = ()) -> str:
             start = time.perf_counter()
             fitted = fit_device(profile, samples)
             fit_times.append((time.perf_counter() - start, label, batch))
-            chosen = re.search(r"prior weight ([^,)]+)", fitted.sources["efficiency"])
+            chosen = re.search(r"prior weight ([^,)]+)|(no fit did better)", fitted.sources["efficiency"])
             assert chosen, fitted.sources["efficiency"]
-            weights.append(chosen[1])
+            weights.append(chosen[1] or "inf")  # inf: the profile kept (rescaled), see fit_device
             pred = predict(fitted)
             base = flops_baseline(flops, y, cal)
             rest = np.setdiff1d(np.arange(len(table)), cal)
