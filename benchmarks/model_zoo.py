@@ -9,23 +9,25 @@ would, ``ds.from_torch(build, inputs)`` over a space of hyperparameters:
   574 at or above the model's minimum input size (its weights' ``min_size``; passed to the constructor
   as ``image_size`` / ``input_size`` where the model is built for one resolution: ViT, MaxViT);
   ``classes`` in 10, 100, 1000; and a width where the constructor takes one (:data:`WIDTHS`:
-  ``width_mult`` of MobileNet v2, ``width_per_group`` of ResNet-50/101/152).
+  ``width_mult`` 0.5, 0.75, 1 of the MobileNets, ``width_per_group`` 32, 64, 128 of the ResNets; the
+  BasicBlock of ResNet-18/34 raises for any but 64, so their spaces hold invalid configurations).
 - Hugging Face: ``layers`` 1-4, ``heads`` 2, 4, 8, ``head_dim`` 16, 32, 64 (hidden size
   ``heads * head_dim``, as a user keeps it a multiple of the heads), ``ffn`` (intermediate size) 256,
   512, 1024, ``seq`` 16, 64, 128 (ViT: ``res`` 32, 64, 96 with 16-pixel patches), ``batch`` 1, 2, 8; a
   vocabulary of 1000 tokens. Inputs are token ids (T5: ids, an all-ones attention mask, decoder ids).
 
 Per model: traced or refused (the error's first line and a category); on ``--configs`` random
-configurations of its space, params and FLOPs against PyTorch's own (``TorchModel.measure``: the module
-built on the meta device, ``sum(p.numel())`` over its unique parameters and one forward under
-``FlopCounterMode``, as the tests compare them), validity (PyTorch raises or not vs dnnsat's verdict);
-the trace time (building the ``Problem``: tracing and merging); and with ``--memory N`` the memory
-model's training-step peak (Adam, float32, this CPU) against :func:`dnnsat.torch.peak_memory` of the
-real module on a small configuration (batch 8, the smallest resolution from 64 on, 10 classes; one intra-op
-thread, as ``benchmarks.memory_families``), for torchvision models up to ``--memory-max-params``
-parameters (the Hugging Face models return a ``ModelOutput``, which ``peak_memory``'s loss does not
-take). Each model gets ``--timeout`` seconds (a trace or check past it counts as refused, "timeout").
-The default run (3 configurations, memory on 1) writes the table to benchmarks/README.md.
+configurations of its space, params and FLOPs against PyTorch's own (``TorchModel.measure``, as the
+tests compare them: the module built on the meta device, ``sum(p.numel())`` over its unique parameters,
+one forward under ``FlopCounterMode``) and validity (PyTorch raises or not vs dnnsat's verdict); the
+trace time (building the ``Problem``: tracing and merging); and with ``--memory 1`` the memory model's
+training-step peak (Adam, float32, this CPU) against :func:`dnnsat.torch.peak_memory` of the real
+module on one small configuration (the smallest resolution from 64 on; batch 8 up to 128 pixels, 2
+above; 10 classes; one intra-op thread, as ``benchmarks.memory_families``), for torchvision models up
+to ``--memory-max-params`` parameters whose output is a tensor (GoogLeNet and Inception v3 return
+their auxiliary logits too in training, the Hugging Face models a ``ModelOutput``: ``peak_memory``'s
+loss takes a tensor). Each model gets ``--timeout`` seconds (past it: refused, "timeout").
+The default run (5 configurations per model, memory on) rewrites its section of benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -61,10 +63,14 @@ MIN_TRAIN = {"inception_v3": 299}
 VOCAB = 1000
 # torchvision models built for one input resolution: the constructor's keyword for it
 RES_KWARG = {"vit_": "image_size", "maxvit_": "input_size"}
-# widths where a constructor takes them (torchvision passes them on to the model class)
+# widths where a constructor takes them (torchvision passes them on to the model class); ResNet-18/34's
+# BasicBlock accepts only 64 (it raises otherwise): invalid configurations for the validity check
 WIDTHS = {
-    "mobilenet_v2": ("width_mult", [0.5, 0.75, 1.0]),
-    **{f"resnet{d}": ("width_per_group", [32, 64, 128]) for d in (50, 101, 152)},
+    **{
+        m: ("width_mult", [0.5, 0.75, 1.0])
+        for m in ("mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large")
+    },
+    **{f"resnet{d}": ("width_per_group", [32, 64, 128]) for d in (18, 34, 50, 101, 152)},
 }
 HF = ("bert", "gpt2", "vit", "llama", "t5")
 
@@ -163,7 +169,8 @@ def _torchvision_case(tv: Any, name: str) -> Case:
         "res": ds.Categorical(resolutions),
         "classes": ds.Categorical([10, 100, 1000]),
     }
-    small = {"batch": 8, "res": next((r for r in resolutions if r >= 64), resolutions[0]), "classes": 10}
+    res = next((r for r in resolutions if r >= 64), resolutions[0])
+    small = {"batch": 8 if res <= 128 else 2, "res": res, "classes": 10}
     if width:
         values[width[0]] = ds.Categorical(width[1])
         small[width[0]] = width[1][0]
@@ -257,7 +264,8 @@ class _Timeout(Exception):
 
 @contextlib.contextmanager
 def _deadline(seconds: float) -> Iterator[None]:
-    """Raise :class:`_Timeout` in this (main) thread after ``seconds`` (0: no limit)."""
+    """Raise :class:`_Timeout` in this (main) thread after ``seconds`` (0: no limit). A timer already
+    set (pytest-timeout's) is put back afterwards with what remained of it."""
     if seconds <= 0:
         yield
         return
@@ -265,13 +273,16 @@ def _deadline(seconds: float) -> Iterator[None]:
     def fire(*_: Any) -> None:
         raise _Timeout(f"timeout: more than {seconds:g} s")
 
+    start = time.monotonic()
     previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    delay, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if delay:
+            signal.setitimer(signal.ITIMER_REAL, max(delay - (time.monotonic() - start), 1e-3), interval)
 
 
 CATEGORIES = [  # (pattern on the error's first line, category); the first match wins
@@ -463,9 +474,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--only", type=lambda s: s.split(","), default=None, help="NAME[,NAME]: these models only"
     )
     ap.add_argument("--family", choices=["torchvision", "hf"], default=None)
-    ap.add_argument("--configs", type=int, default=3, help="random configurations per model (default 3)")
+    ap.add_argument("--configs", type=int, default=5, help="random configurations per model (default 5)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--memory", type=int, default=1, choices=[0, 1], help="measure memory (1) or not (0)")
+    ap.add_argument(
+        "--memory", type=int, default=1, choices=[0, 1], help="measure memory (1, default) or not (0)"
+    )
     ap.add_argument("--memory-max-params", type=int, default=100_000_000)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per model (0: none)")
     ap.add_argument("--json", default=None, help="write the per-model results here")
