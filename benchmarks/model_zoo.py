@@ -515,8 +515,11 @@ def main(argv: list[str] | None = None) -> None:
             json.dump([{**asdict(r), "exact": r.exact} for r in results], f, indent=1, default=str)
     if write:
         body = (
-            f"`python -m benchmarks.model_zoo` ({args.configs} random configurations per model, memory on "
-            f"one small configuration; {machine()}, torch {torch.__version__}, "
+            "## Issue 30: model zoo coverage\n\n"
+            "`from_torch` on torchvision's classification constructors and five Hugging Face models, "
+            "unmodified (spaces and method: `benchmarks/model_zoo.py`). `python -m benchmarks.model_zoo` "
+            f"({args.configs} random configurations per model, memory on one small configuration; "
+            f"{machine()}, torch {torch.__version__}, torchvision {import_torchvision().__version__}, "
             f"{time.strftime('%Y-%m-%d')}, {time.perf_counter() - start:.0f} s):\n\n{text}"
         )
         update_readme("model-zoo", body)
