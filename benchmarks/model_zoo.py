@@ -20,14 +20,16 @@ Per model: traced or refused (the error's first line and a category); on ``--con
 configurations of its space, params and FLOPs against PyTorch's own (``TorchModel.measure``, as the
 tests compare them: the module built on the meta device, ``sum(p.numel())`` over its unique parameters,
 one forward under ``FlopCounterMode``) and validity (PyTorch raises or not vs dnnsat's verdict); the
-trace time (building the ``Problem``: tracing and merging); and with ``--memory 1`` the memory model's
-training-step peak (Adam, float32, this CPU) against :func:`dnnsat.torch.peak_memory` of the real
-module on one small configuration (the smallest resolution from 64 on; batch 8 up to 128 pixels, 2
-above; 10 classes; one intra-op thread, as ``benchmarks.memory_families``), for torchvision models up
-to ``--memory-max-params`` parameters whose output is a tensor (GoogLeNet and Inception v3 return
-their auxiliary logits too in training, the Hugging Face models a ``ModelOutput``: ``peak_memory``'s
-loss takes a tensor). Each model gets ``--timeout`` seconds (past it: refused, "timeout").
-The default run (5 configurations per model, memory on) rewrites its section of benchmarks/README.md.
+trace time (building the ``Problem``: tracing and merging); and on ``--memory N`` (0-2, default 1)
+small configurations the memory model's training-step peak (Adam, float32, this CPU) against
+:func:`dnnsat.torch.peak_memory` of the real module (one intra-op thread, as
+``benchmarks.memory_families``): the smallest resolution from 64 on with 10 classes (batch 8 up to 128
+pixels, else 2), then batch 2 at the next resolution with 1000 classes; the constructor's default width.
+Measured for torchvision models up to ``--memory-max-params`` parameters whose output is a tensor
+(GoogLeNet and Inception v3 return their auxiliary logits too in training, the Hugging Face models a
+``ModelOutput``: ``peak_memory``'s loss takes a tensor). Each model gets ``--timeout`` seconds (past
+it: refused, "timeout"). The default run (5 configurations per model, memory on one) rewrites its
+section of benchmarks/README.md (about 6 minutes on 2 shared cores with half the models refused).
 """
 
 from __future__ import annotations
@@ -65,12 +67,13 @@ VOCAB = 1000
 RES_KWARG = {"vit_": "image_size", "maxvit_": "input_size"}
 # widths where a constructor takes them (torchvision passes them on to the model class); ResNet-18/34's
 # BasicBlock accepts only 64 (it raises otherwise): invalid configurations for the validity check
+# (keyword, values, the constructor's default: the width of the memory configurations)
 WIDTHS = {
     **{
-        m: ("width_mult", [0.5, 0.75, 1.0])
+        m: ("width_mult", [0.5, 0.75, 1.0], 1.0)
         for m in ("mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large")
     },
-    **{f"resnet{d}": ("width_per_group", [32, 64, 128]) for d in (18, 34, 50, 101, 152)},
+    **{f"resnet{d}": ("width_per_group", [32, 64, 128], 64) for d in (18, 34, 50, 101, 152)},
 }
 HF = ("bert", "gpt2", "vit", "llama", "t5")
 
@@ -84,7 +87,7 @@ class Case:
     build: Callable[[Config], nn.Module]
     inputs: Callable[[Config], Any]
     space: ds.Space
-    small: Config  # a cheap configuration for the memory measurement
+    memory: list[Config]  # cheap configurations for the memory measurement, the cheapest first
 
 
 @dataclass
@@ -114,7 +117,7 @@ class Result:
     name: str
     family: str
     traced: bool = False
-    error: str = ""
+    error: str = ""  # the refusal; on a traced model, what raised while checking it
     category: str = ""
     trace_s: float = 0.0
     checks: list[Check] = field(default_factory=list)
@@ -122,7 +125,9 @@ class Result:
 
     @property
     def exact(self) -> bool:
-        return self.traced and all(c.exact for c in self.checks)
+        """Traced, and params and FLOPs equal PyTorch's on every configuration checked (a check that
+        raised, ``error`` on a traced model, counts as not exact)."""
+        return self.traced and not self.error and all(c.exact for c in self.checks)
 
     @property
     def agree(self) -> int:
@@ -169,13 +174,17 @@ def _torchvision_case(tv: Any, name: str) -> Case:
         "res": ds.Categorical(resolutions),
         "classes": ds.Categorical([10, 100, 1000]),
     }
-    res = next((r for r in resolutions if r >= 64), resolutions[0])
-    small = {"batch": 8 if res <= 128 else 2, "res": res, "classes": 10}
+    # the smallest resolution from 64 on (batch 8 up to 128 pixels, else 2), then batch 2 at the next
+    # resolution with 1000 classes
+    i = next((i for i, r in enumerate(resolutions) if r >= 64), 0)
+    memory = [
+        {"batch": 8 if resolutions[i] <= 128 else 2, "res": resolutions[i], "classes": 10},
+        {"batch": 2, "res": resolutions[min(i + 1, len(resolutions) - 1)], "classes": 1000},
+    ]
     if width:
         values[width[0]] = ds.Categorical(width[1])
-        small[width[0]] = width[1][0]
-    space = ds.Space(values)
-    return Case(name, "torchvision", build, inputs, space, small)
+        memory = [{**cfg, width[0]: width[2]} for cfg in memory]
+    return Case(name, "torchvision", build, inputs, ds.Space(values), memory)
 
 
 def _hf_case(name: str) -> Case:
@@ -236,7 +245,7 @@ def _hf_case(name: str) -> Case:
     )
     small = {"batch": 2, "layers": 1, "heads": 2, "head_dim": 16, "ffn": 256, "res": 32, "seq": 16}
     space = ds.Space(values)
-    return Case(name, "hf", build, inputs, space, {k: small[k] for k in space})
+    return Case(name, "hf", build, inputs, space, [{k: small[k] for k in space}])
 
 
 def cases(only: list[str] | None = None, family: str | None = None) -> list[Case]:
@@ -314,13 +323,13 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _memory(case: Case, model: ds.Problem, max_params: int) -> dict[str, Any]:
-    """The memory model's training-step peak (Adam) of ``case.small`` vs the real module's on this CPU."""
-    cfg = case.small
+def _memory(case: Case, problem: ds.Problem, cfg: Config, max_params: int) -> dict[str, Any]:
+    """The memory model's training-step peak (Adam) of ``cfg`` vs the real module's on this CPU, or why
+    it was skipped."""
     if case.family != "torchvision":
         return {"cfg": cfg, "skipped": "the model returns a ModelOutput (peak_memory takes a tensor)"}
-    estimate = int(model.costs(cfg)["memory"])
-    if model.costs(cfg)["params"] > max_params:
+    costs = problem.costs(cfg)
+    if costs["params"] > max_params:
         return {"cfg": cfg, "skipped": f"more than {max_params:,} parameters"}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -329,21 +338,23 @@ def _memory(case: Case, model: ds.Problem, max_params: int) -> dict[str, Any]:
         module = case.build(cfg)
         xs = [torch.randn(*x.shape) for x in case.inputs(cfg)]
         real = peak_memory(module, xs, train=True, optimizer="adam").peak
+    except Exception as err:  # e.g. an output that is not a tensor (GoogLeNet's, in training)
+        return {"cfg": cfg, "skipped": _first_line(err)}
     finally:
         torch.set_num_threads(threads)
-    return {"cfg": cfg, "estimate": estimate, "real": real, "error": estimate / real - 1}
+    return {"cfg": cfg, "estimate": int(costs["memory"]), "real": real, "error": costs["memory"] / real - 1}
 
 
 def run_model(
     case: Case,
     n_configs: int = 3,
     seed: int = 0,
-    memory: bool = False,
+    memory: int = 0,
     max_params: int = 100_000_000,
     timeout: float = 0.0,
 ) -> Result:
     """Trace ``case`` with ``from_torch``, then compare it with PyTorch on ``n_configs`` random
-    configurations (``seed``) and, with ``memory``, its training-step memory on ``case.small``
+    configurations (``seed``) and its training-step memory on the first ``memory`` of ``case.memory``
     (``max_params``: skip larger models; ``timeout``: seconds for the whole model, 0 for none)."""
     out = Result(case.name, case.family)
     budget = ds.Budget(mode="train", optimizer="adam")
@@ -357,14 +368,11 @@ def run_model(
             out.traced = True
             for cfg in random_configs(case.space, n_configs, seed=seed):
                 out.checks.append(_check(model, problem, cfg))
-            if memory:
-                out.memory.append(_memory(case, problem, max_params))
+            out.memory = [_memory(case, problem, cfg, max_params) for cfg in case.memory[:memory]]
         except Exception as err:  # a refusal (TraceError and the rest) or the deadline
+            out.error = _first_line(err)
             if not out.traced:
-                out.error = _first_line(err)
                 out.category = categorise(out.error.split(": ", 1)[1] if ": " in out.error else out.error)
-            else:  # traced, but a check failed: recorded, the row stays traced
-                out.memory.append({"skipped": _first_line(err)})
     return out
 
 
@@ -443,7 +451,7 @@ def summary(results: list[Result]) -> str:
             ["reason", "models", "which"],
             [[c, k, ", ".join(r.name for r in refused if r.category == c)] for c, k in hist],
         )
-    inexact = [r for r in results if r.traced and (not r.exact or r.agree < r.measured)]
+    inexact = [r for r in results if r.traced and not (r.exact and r.agree == r.measured == len(r.checks))]
     if inexact:
         text += "\n\nTraced but not exact or validity disagreeing: " + ", ".join(r.name for r in inexact)
     return text
@@ -453,11 +461,12 @@ def _line(r: Result) -> str:
     if not r.traced:
         return f"refused  {r.category}: {r.error}"
     exact = sum(c.exact for c in r.checks)
-    mem = " ".join(
-        f"memory {100 * m['error']:+.2f} %" if "error" in m else f"memory skipped: {m['skipped']}"
-        for m in r.memory
+    mem = ", ".join(
+        f"{100 * m['error']:+.2f} %" if "error" in m else f"skipped ({m['skipped']})" for m in r.memory
     )
-    return f"traced {r.trace_s:.2f} s, exact {exact}/{len(r.checks)}, validity {r.agree}/{r.measured} {mem}"
+    failed = f" check raised {r.error}" if r.error else ""
+    checks = f"exact {exact}/{len(r.checks)}, validity {r.agree}/{r.measured}{failed}"
+    return f"traced {r.trace_s:.2f} s, {checks}" + (f", memory {mem}" if mem else "")
 
 
 def refusal_list(results: list[Result]) -> str:
@@ -477,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--configs", type=int, default=5, help="random configurations per model (default 5)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
-        "--memory", type=int, default=1, choices=[0, 1], help="measure memory (1, default) or not (0)"
+        "--memory", type=int, default=1, choices=[0, 1, 2], help="memory configurations per model (default 1)"
     )
     ap.add_argument("--memory-max-params", type=int, default=100_000_000)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per model (0: none)")
@@ -499,7 +508,7 @@ def main(argv: list[str] | None = None) -> None:
             case,
             args.configs,
             args.seed,
-            bool(args.memory),
+            args.memory,
             max_params=args.memory_max_params,
             timeout=args.timeout,
         )
