@@ -40,7 +40,6 @@ import json
 import re
 import signal
 import statistics
-import sys
 import time
 import warnings
 from collections import Counter
@@ -65,10 +64,10 @@ MIN_TRAIN = {"inception_v3": 299}
 VOCAB = 1000
 # torchvision models built for one input resolution: the constructor's keyword for it
 RES_KWARG = {"vit_": "image_size", "maxvit_": "input_size"}
-# widths where a constructor takes them (torchvision passes them on to the model class); ResNet-18/34's
-# BasicBlock accepts only 64 (it raises otherwise): invalid configurations for the validity check
-# (keyword, values, the constructor's default: the width of the memory configurations)
-WIDTHS = {
+# widths where a constructor takes them (torchvision passes them on to the model class): keyword, values
+# and the constructor's default (the width of the memory configurations). ResNet-18/34's BasicBlock
+# accepts only 64 (it raises otherwise): invalid configurations for the validity check
+WIDTHS: dict[str, tuple[str, list[Any], Any]] = {
     **{
         m: ("width_mult", [0.5, 0.75, 1.0], 1.0)
         for m in ("mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large")
@@ -169,7 +168,7 @@ def _torchvision_case(tv: Any, name: str) -> Case:
     def inputs(c: Config) -> Any:
         return (torch.empty(c["batch"], 3, c["res"], c["res"]),)
 
-    values = {
+    values: dict[str, Any] = {
         "batch": ds.Categorical([1, 2, 8, 32]),
         "res": ds.Categorical(resolutions),
         "classes": ds.Categorical([10, 100, 1000]),
@@ -177,7 +176,7 @@ def _torchvision_case(tv: Any, name: str) -> Case:
     # the smallest resolution from 64 on (batch 8 up to 128 pixels, else 2), then batch 2 at the next
     # resolution with 1000 classes
     i = next((i for i, r in enumerate(resolutions) if r >= 64), 0)
-    memory = [
+    memory: list[Config] = [
         {"batch": 8 if resolutions[i] <= 128 else 2, "res": resolutions[i], "classes": 10},
         {"batch": 2, "res": resolutions[min(i + 1, len(resolutions) - 1)], "classes": 1000},
     ]
@@ -535,4 +534,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
