@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import signal
 import statistics
@@ -501,6 +502,7 @@ def main(argv: list[str] | None = None) -> None:
     write = writes_readme(ap, args, neutral=("json", "refusals"))
     todo = cases(args.only, args.family)
     results: list[Result] = []
+    load = os.getloadavg()[0]  # the machine is shared: trace times depend on it
     start = time.perf_counter()
     for i, case in enumerate(todo, 1):
         r = run_model(
@@ -526,8 +528,10 @@ def main(argv: list[str] | None = None) -> None:
             "## Issue 30: model zoo coverage\n\n"
             "`from_torch` on torchvision's classification constructors and five Hugging Face models, "
             "unmodified (spaces and method: `benchmarks/model_zoo.py`). `python -m benchmarks.model_zoo` "
-            f"({args.configs} random configurations per model, memory on one small configuration; "
-            f"{machine()}, torch {torch.__version__}, torchvision {import_torchvision().__version__}, "
+            f"({args.configs} random configurations per model, memory on {args.memory} small "
+            f"configuration{'s' if args.memory != 1 else ''}; "
+            f"{machine()}, load average {load:.1f} at the start, torch {torch.__version__}, "
+            f"torchvision {import_torchvision().__version__}, "
             f"{time.strftime('%Y-%m-%d')}, {time.perf_counter() - start:.0f} s):\n\n{text}"
         )
         update_readme("model-zoo", body)
