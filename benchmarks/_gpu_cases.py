@@ -98,7 +98,8 @@ def _jsonable(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def torchvision_available() -> bool:
-    """Whether torchvision imports here (it does on the GPU image; the dry run records the skip)."""
+    """Whether torchvision's models import here (:func:`benchmarks._torchvision.import_torchvision`: also
+    where its C++ ops cannot load; the dry run records a skip)."""
     try:
         import_torchvision()
     except Exception:
