@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.nasbench201
 	$(BIN)/python -m benchmarks.hpo
 	$(BIN)/python -m benchmarks.late_crash
+	$(BIN)/python -m benchmarks.model_zoo
 	-$(BIN)/python -m benchmarks.gpu_memory  # needs CUDA: says so and fails (ignored) elsewhere
 
 clean:

@@ -19,6 +19,7 @@ import torch
 
 from benchmarks import _families
 from benchmarks._gpu_measure import zoo_module
+from benchmarks._torchvision import import_torchvision
 from dnnsat import zoo
 from dnnsat.space import Int, Space
 
@@ -84,10 +85,8 @@ def torchvision_case(name: str, batch: int, tier: str, resolution: int = 224) ->
     """``torchvision.models.get_model(name)`` with random weights, 1000 classes, ``batch`` images."""
 
     def make(dev: torch.device) -> tuple[torch.nn.Module, tuple[Any, ...]]:
-        import torchvision
-
         torch.manual_seed(0)
-        module = torchvision.models.get_model(name, weights=None)
+        module = import_torchvision().models.get_model(name, weights=None)
         return module.to(dev), (torch.randn(batch, 3, resolution, resolution, device=dev),)
 
     cfg = {"batch": batch, "resolution": resolution}
@@ -99,9 +98,10 @@ def _jsonable(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def torchvision_available() -> bool:
-    """Whether torchvision imports here (it does on the GPU image; the dry run records the skip)."""
+    """Whether torchvision's models import here (:func:`benchmarks._torchvision.import_torchvision`: also
+    where its C++ ops cannot load; the dry run records a skip)."""
     try:
-        import torchvision  # noqa: F401
+        import_torchvision()
     except Exception:
         return False
     return True

@@ -21,6 +21,7 @@ BENCHMARKS = [
     "memory_conv_mixed",
     "memory_families",
     "memory_mixed",
+    "model_zoo",
     "nasbench201",
     "nni_overhead",
     "optuna_overhead",
@@ -33,6 +34,7 @@ PLOTS = README.with_name("plots")
 CUSTOM = {
     "graph_perf": ["--seed", "7"],
     "gpu_memory": ["--seed", "7"],
+    "model_zoo": ["--configs", "2"],
     "nni_overhead": ["--configs", "10"],
     "optuna_threads": ["--trials", "20"],
 }
