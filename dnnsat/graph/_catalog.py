@@ -378,6 +378,84 @@ def _parameter_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return Param()
 
 
+_DTYPE_KIND = {"float32": "act", "int64": "i64", "bool": "bool"}
+DTYPES = tuple(_DTYPE_KIND)
+"""Tensor dtypes of a network: activations (``float32``: the budget's activation dtype), int64 indices,
+boolean masks."""
+
+
+@op("constant", arity=0)
+def _constant(ins: list[Shape], a: Attrs) -> OpInfo:
+    """A tensor the forward makes without reading its inputs or parameters: a factory call
+    (``torch.zeros``, ``arange``, ``new_empty(...).bernoulli_(p)``: an allocated activation of dtype
+    ``dtype``) or, with ``buffer``, a registered buffer (persistent module state, held with the weights).
+    No parameters, no FLOPs."""
+    checks = [_ge1("dimensions are positive", *a.shape)]
+    mem = Mem(buffers=((_numel(a.shape), _DTYPE_KIND[a.dtype]),)) if a.buffer else Mem()
+    return OpInfo([a.shape], checks, io=Const(0) if a.buffer else _numel(a.shape), mem=mem)
+
+
+@_constant.torch
+def _constant_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    dtype = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}[a.dtype]
+    return _fn_module(lambda: torch.zeros(tuple(a.shape), dtype=dtype))  # zeros: valid indices too
+
+
+@op("cast")
+def _cast(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x.to(dtype)`` to another dtype (``float32``, ``int64``, ``bool``): a copy, no FLOPs."""
+    (x,) = ins
+    return OpInfo([x], ops=_numel(x), io=2 * _numel(x))
+
+
+@_cast.torch
+def _cast_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    dtype = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}[a.dtype]
+    return _fn_module(lambda x: x.to(dtype))
+
+
+@op("index", arity=2)
+def _index(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x[idx]``: the rows of ``x`` (its dimension 0) at the int64 indices ``idx`` -> ``(*idx.shape,
+    *x.shape[1:])`` (e.g. a relative-position bias table indexed by a constant index buffer). A gather,
+    no FLOPs; the backward keeps the indices (as the embedding lookup)."""
+    x, i = ins
+    y = (*i, *x[1:])
+    return OpInfo([y], ops=_numel(y), saved=2 * _numel(i), io=_numel(i) + 2 * _numel(y),
+                  mem=Mem(saves=("in1",)))  # fmt: skip
+
+
+@_index.torch
+def _index_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x, i: x[i])
+
+
+@op("gather", arity=2)
+def _gather(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``torch.gather(x, dim, idx)``: ``x``'s entries at the int64 indices ``idx`` along ``dim`` -> ``idx``'s
+    shape (of ``x``'s rank, no larger than ``x`` in the other dimensions). No FLOPs; the backward keeps the
+    indices."""
+    x, i = ins
+    fits = all_(i[d] <= x[d] for d in range(len(x)) if d != a.dim)
+    checks = [
+        Check("index has the input's rank", Const(len(i) == len(x))),
+        Check("index fits the input", fits),
+    ]
+    return OpInfo([tuple(i)], checks, ops=_numel(i), saved=2 * _numel(i), io=4 * _numel(i),
+                  mem=Mem(saves=("in1",)))  # fmt: skip
+
+
+@_gather.torch
+def _gather_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    return _fn_module(lambda x, i: torch.gather(x, a.dim, i))
+
+
 # ------------------------------------------------------------------------------------------------
 # convolutions
 
