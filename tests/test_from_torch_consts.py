@@ -270,6 +270,42 @@ def test_op_without_a_shape_rule_pins_the_sizes() -> None:
     assert valid == n == 6 and model.regions == 3
 
 
+class WindowPad(nn.Module):
+    """Swin's and GPT-2's idioms: a channels-last tensor zero-padded to a multiple of the window
+    (``F.pad`` of the last three dimensions), ``F.linear`` with a Linear's own weights, and a
+    ``Conv1D`` (``torch.addmm(bias, x.view(-1, d), weight)``)."""
+
+    def __init__(self, width: int, window: int) -> None:
+        super().__init__()
+        self.window = window
+        self.qkv = nn.Linear(width, 3 * width)
+        self.weight = nn.Parameter(torch.zeros(3 * width, width))
+        self.bias = nn.Parameter(torch.zeros(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, h, w, _ = x.shape
+        pad_r, pad_b = (
+            (self.window - w % self.window) % self.window,
+            (self.window - h % self.window) % self.window,
+        )
+        y = torch.nn.functional.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+        y = torch.nn.functional.linear(y, self.qkv.weight, self.qkv.bias)
+        return torch.addmm(self.bias, y.view(-1, y.size(-1)), self.weight)
+
+
+def test_channels_last_pad_linear_and_addmm_exact() -> None:
+    space = ds.Space(
+        {"w": ds.Categorical([2, 4]), "win": ds.Categorical([2, 3]), "res": ds.Categorical([3, 4]),
+         "b": ds.Categorical([1, 2])}
+    )  # fmt: skip
+
+    def inputs(c: Config) -> Any:
+        return torch.empty(c["b"], c["res"], c["res"], c["w"])
+
+    _, valid, n = assert_exact(space, lambda c: WindowPad(c["w"], c["win"]), inputs, n=64)
+    assert valid == n == 16
+
+
 # -- Hugging Face models built from their configs -----------------------------------------------------
 
 sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))

@@ -180,6 +180,12 @@ def _addmm(tr: _Trace, bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any =
     return _binary("add")(tr, _matmul(tr, a, b), bias)
 
 
+def _linear_fn(tr: _Trace, x: Any, weight: Any, bias: Any = None) -> STensor:
+    """``F.linear(x, weight, bias)`` with weights of the model's own (Swin's qkv): ``x @ weight^T + bias``."""
+    y = _matmul(tr, x, _transpose(tr, weight, 0, 1))
+    return y if bias is None else _binary("add")(tr, y, bias)
+
+
 def _bmm(tr: _Trace, a: Any, b: Any) -> STensor:
     x, y = tr.tensor(a, "bmm"), tr.tensor(b, "bmm")
     return tr.apply("bmm", tr.net.bmm, _t(x), _t(y))
@@ -348,6 +354,9 @@ def _pad(tr: _Trace, x: Any, pad: Any, mode: str = "constant", value: Any = None
     if any(p < 0 for p in pad):  # records the guards: a region with negative padding raises
         raise TraceError(f"F.pad: negative padding (cropping) is not supported: {user_line()}")
     n, rank = len(pad) // 2, xs.ndim
+    if fixed(mode) == "constant" and rank - 2 < n <= rank:  # zeros pad any dimension (channels last: Swin)
+        pads = tuple(expr_of(p) for p in pad)
+        return tr.apply("pad", tr.net.apply, "pad", [_t(xs)], pads=pads, mode="constant")
     if n > rank - 2 and (fixed(mode) == "constant" or (n == rank - 1 and rank in (3, 4))):
         raise TraceError(f"F.pad: padding the batch or channel dimension is not supported: {user_line()}")
     return tr.apply("pad", tr.net.pad, _t(xs), [as_expr_like(p) for p in pad], fixed(mode))
@@ -652,6 +661,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "__matmul__": _matmul,
     "bmm": _bmm,
     "addmm": _addmm,
+    "linear": _linear_fn,
     "einsum": _einsum,
     "contiguous": _identity,
     "expand": _expand,
