@@ -276,6 +276,8 @@ _SAME_SHAPE = {
     "tril", "triu", "masked_fill", "logical_not", "__invert__", "bool", "eq", "__eq__", "ne", "__ne__",
 }  # fmt: skip
 
+_KEEP_REAL = _FACTORIES | _SAME_SHAPE  # calls on real tensors that keep them real (their shapes remembered)
+
 
 def _factory_size(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
     if "size" in kwargs:
@@ -376,14 +378,10 @@ class _Mode(TorchFunctionMode):
         a slice ``[:, :n]`` of a buffer: its result is a view of a ``constant`` node)."""
         if any(isinstance(a, STensor | nn.Parameter) for a in flat):
             return True
-        if (
-            name not in _FUNCTIONS
-            or name in _FACTORIES | _SAME_SHAPE
-            or (
-                name.endswith("_") and not name.endswith("__")
-            )  # in place: the shape stays (see __torch_function__)
-            or not any(isinstance(a, torch.Tensor) for a in flat)
-        ):
+        inplace = name.endswith("_") and not name.endswith("__")  # the shape stays: see __torch_function__
+        if name not in _FUNCTIONS or name in _KEEP_REAL or inplace:
+            return False
+        if not any(isinstance(a, torch.Tensor) for a in flat):
             return False
         parts = [p for a in flat for p in ((a.start, a.stop, a.step) if isinstance(a, slice) else (a,))]
         return any(
