@@ -1902,19 +1902,26 @@ def _select_index_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 @op("narrow")
 def _narrow(ins: list[Shape], a: Attrs) -> OpInfo:
     """``x.narrow(dim, start, length)``: a view of ``length`` entries of ``dim`` from ``start``
-    (negative: from the end), e.g. the pieces of ``chunk`` and ``split``."""
+    (negative: from the end), e.g. the pieces of ``chunk`` and ``split``; with ``step`` (default 1)
+    every ``step``-th of them (``x[:, 0::2]``: ``ceildiv(length, step)`` entries)."""
     (x,) = ins
     n, start, length = x[a.dim], a.start, a.length
     first = where(start < 0, start + n, start)  # a negative start counts from the end
     within = (start >= -n) & (length >= 1) & (first + length <= n)
     checks = [Check("slice within the dimension", within)]
-    y = tuple(length if j == a.dim else d for j, d in enumerate(x))
+    step = a.get("step", 1)
+    taken = length if step == 1 else ceildiv(length, step)
+    y = tuple(taken if j == a.dim else d for j, d in enumerate(x))
     return OpInfo([y], checks, io=Const(0), mem=Mem(view=True))
 
 
 @_narrow.torch
 def _narrow_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
-    return _fn_module(lambda x: x.narrow(a.dim, a.start, a.length))
+    step = a.get("step", 1)
+    if step == 1:
+        return _fn_module(lambda x: x.narrow(a.dim, a.start, a.length))
+    lead = (slice(None),) * a.dim
+    return _fn_module(lambda x: x[(*lead, slice(a.start, a.start + a.length, step))])
 
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")

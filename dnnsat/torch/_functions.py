@@ -250,10 +250,12 @@ def _integer(x: Any) -> bool:
 
 
 def _slice(tr: _Trace, xs: STensor, d: int, it: slice) -> STensor:
-    """``x[..., start:stop]`` on dimension ``d`` (step 1): a ``narrow``; negative bounds count from the
-    end, bounds past the dimension are clamped (an empty result is invalid, as every empty tensor)."""
-    if it.step is not None and fixed(it.step) != 1:
-        raise TraceError(f"slicing with a step is not supported: {user_line()}")
+    """``x[..., start:stop:step]`` on dimension ``d``: a ``narrow`` (every ``step``-th entry); negative
+    bounds count from the end, bounds past the dimension are clamped (an empty result is invalid, as
+    every empty tensor). The step is structural (pinned)."""
+    step = 1 if it.step is None else fixed(it.step)
+    if not _integer(step) or step < 1:
+        raise TraceError(f"slicing with a step below 1 is not supported (PyTorch refuses it): {user_line()}")
     n = _t(xs).shape[d]
 
     def bound(v: Any, default: Expr) -> Expr:
@@ -263,7 +265,10 @@ def _slice(tr: _Trace, xs: STensor, d: int, it: slice) -> STensor:
         return maximum(e + n, 0) if v < 0 else minimum(e, n)  # the sign is a guard when symbolic
 
     first = bound(it.start, Const(0))
-    return tr.apply("narrow", tr.net.narrow, _t(xs), d, first, bound(it.stop, n) - first)
+    length = bound(it.stop, n) - first
+    if step == 1:
+        return tr.apply("narrow", tr.net.narrow, _t(xs), d, first, length)
+    return tr.apply("narrow", tr.net.apply, "narrow", [_t(xs)], dim=d, start=first, length=length, step=step)
 
 
 def _pieces(tr: _Trace, xs: STensor, d: int, lengths: list[Expr]) -> tuple[STensor, ...]:

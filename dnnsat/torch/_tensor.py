@@ -3,6 +3,7 @@ opaque secondary outputs that may not be used."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -64,6 +65,9 @@ class STensor:
     @property
     def device(self) -> torch.device:
         return torch.device("meta")
+
+    def numel(self) -> Any:
+        return math.prod(self.shape)
 
     def __len__(self) -> int:
         return int(self.shape[0])
