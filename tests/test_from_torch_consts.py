@@ -191,7 +191,8 @@ def test_factories_exact() -> None:
 
 class Masked(nn.Module):
     """Scores cast to half precision and back (``.half()``, ``.float()``), a causal boolean mask
-    multiplied in, and a half-precision bias made in the forward converted with ``.type_as``."""
+    filled in (``masked_fill``) and multiplied in, and a half-precision bias made in the forward
+    converted with ``.type_as``."""
 
     def __init__(self, width: int) -> None:
         super().__init__()
@@ -203,7 +204,7 @@ class Masked(nn.Module):
         scores = (q @ k.transpose(1, 2)).half().float()
         causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
         bias = torch.zeros(s, s, dtype=torch.float16, device=x.device).type_as(q)
-        return scores * causal + bias.to(torch.float32)
+        return scores.masked_fill(~causal, -1e4) * causal + bias.to(torch.float32)
 
 
 def test_dtype_conversions_exact() -> None:
@@ -216,7 +217,8 @@ def test_dtype_conversions_exact() -> None:
     assert valid == n == 12
     net = model.network(space)
     assert [n.attrs["dtype"] for n in net.nodes if n.op == "cast"] == ["float32"] * 3  # half, float, type_as
-    assert sorted(n.attrs["dtype"] for n in net.nodes if n.op == "constant") == ["bool", "float32"]
+    assert sorted(n.attrs["dtype"] for n in net.nodes if n.op == "constant") == ["bool", "bool", "float32"]
+    assert [n.op for n in net.nodes].count("masked_fill") == 1
 
 
 class Offsets(nn.Module):

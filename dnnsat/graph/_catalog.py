@@ -434,6 +434,23 @@ def _index_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return _fn_module(lambda x, i: x[i])
 
 
+@op("masked_fill", arity=2)
+def _masked_fill(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x.masked_fill(mask, value)``: ``value`` where the boolean ``mask`` (broadcast with ``x``) is set.
+    No FLOPs; the backward keeps the mask."""
+    x, m = ins
+    out, ok = _broadcast(x, m)
+    saved = ceildiv(_numel(m), 4)  # a bool mask, in float32-sized units
+    return OpInfo(
+        [out], [Check("shapes broadcast", ok)], ops=_numel(out), saved=saved, mem=Mem(saves=("in1",))
+    )
+
+
+@_masked_fill.torch
+def _masked_fill_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x, m: x.masked_fill(m.bool(), a.value))
+
+
 @op("gather", arity=2)
 def _gather(ins: list[Shape], a: Attrs) -> OpInfo:
     """``torch.gather(x, dim, idx)``: ``x``'s entries at the int64 indices ``idx`` along ``dim`` -> ``idx``'s

@@ -440,6 +440,13 @@ def _index(tr: _Trace, xs: STensor, idx: STensor) -> STensor:
     return tr.apply("index", tr.net.apply, "index", [_t(xs), _t(idx)])
 
 
+def _masked_fill(tr: _Trace, x: Any, mask: Any, value: Any) -> STensor:
+    xs, m = tr.tensor(x, "masked_fill"), tr.tensor(mask, "masked_fill")
+    if not _number(value) or m.dtype != torch.bool:
+        raise TraceError(f"masked_fill is supported with a boolean mask and a number: {user_line()}")
+    return tr.apply("masked_fill", tr.net.apply, "masked_fill", [_t(xs), _t(m)], value=float(plain(value)))
+
+
 def _gather(tr: _Trace, x: Any, dim: Any, index: Any, *, sparse_grad: Any = False) -> STensor:
     xs, idx = tr.tensor(x, "gather"), tr.tensor(index, "gather")
     return tr.apply("gather", tr.net.apply, "gather", [_t(xs), _t(idx)], dim=_dim(dim, xs.ndim))
@@ -687,6 +694,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     **{n: _inplace_random for n in ("bernoulli_", "uniform_", "normal_", "fill_", "zero_")},
     "index_select": _index_select,
     "gather": _gather,
+    "masked_fill": _masked_fill,
     "meshgrid": _meshgrid,
     "scaled_dot_product_attention": _sdpa,
     "max_pool1d": _max_pool(1),
