@@ -378,6 +378,101 @@ def _parameter_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return Param()
 
 
+_DTYPE_KIND = {"float32": "act", "int64": "i64", "bool": "bool"}
+DTYPES = tuple(_DTYPE_KIND)
+"""Tensor dtypes of a network: activations (``float32``: the budget's activation dtype), int64 indices,
+boolean masks."""
+
+
+@op("constant", arity=0)
+def _constant(ins: list[Shape], a: Attrs) -> OpInfo:
+    """A tensor the forward makes without reading its inputs or parameters: a factory call
+    (``torch.zeros``, ``arange``, ``new_empty(...).bernoulli_(p)``: an allocated activation of dtype
+    ``dtype``) or, with ``buffer``, a registered buffer (persistent module state, held with the weights).
+    No parameters, no FLOPs."""
+    checks = [_ge1("dimensions are positive", *a.shape)]
+    mem = Mem(buffers=((_numel(a.shape), _DTYPE_KIND[a.dtype]),)) if a.buffer else Mem()
+    return OpInfo([a.shape], checks, io=Const(0) if a.buffer else _numel(a.shape), mem=mem)
+
+
+@_constant.torch
+def _constant_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    dtype = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}[a.dtype]
+    return _fn_module(lambda: torch.zeros(tuple(a.shape), dtype=dtype))  # zeros: valid indices too
+
+
+@op("cast")
+def _cast(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x.to(dtype)`` to another dtype (``float32``, ``int64``, ``bool``): a copy, no FLOPs."""
+    (x,) = ins
+    return OpInfo([x], ops=_numel(x), io=2 * _numel(x))
+
+
+@_cast.torch
+def _cast_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    dtype = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}[a.dtype]
+    return _fn_module(lambda x: x.to(dtype))
+
+
+@op("index", arity=2)
+def _index(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x[idx]``: the rows of ``x`` (its dimension 0) at the int64 indices ``idx`` -> ``(*idx.shape,
+    *x.shape[1:])`` (e.g. a relative-position bias table indexed by a constant index buffer). A gather,
+    no FLOPs; the backward keeps the indices (as the embedding lookup)."""
+    x, i = ins
+    y = (*i, *x[1:])
+    return OpInfo([y], ops=_numel(y), saved=2 * _numel(i), io=_numel(i) + 2 * _numel(y),
+                  mem=Mem(saves=("in1",)))  # fmt: skip
+
+
+@_index.torch
+def _index_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x, i: x[i])
+
+
+@op("masked_fill", arity=2)
+def _masked_fill(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``x.masked_fill(mask, value)``: ``value`` where the boolean ``mask`` (broadcast with ``x``) is set.
+    No FLOPs; the backward keeps the mask."""
+    x, m = ins
+    out, ok = _broadcast(x, m)
+    saved = ceildiv(_numel(m), 4)  # a bool mask, in float32-sized units
+    return OpInfo(
+        [out], [Check("shapes broadcast", ok)], ops=_numel(out), saved=saved, mem=Mem(saves=("in1",))
+    )
+
+
+@_masked_fill.torch
+def _masked_fill_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    return _fn_module(lambda x, m: x.masked_fill(m.bool(), a.value))
+
+
+@op("gather", arity=2)
+def _gather(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``torch.gather(x, dim, idx)``: ``x``'s entries at the int64 indices ``idx`` along ``dim`` -> ``idx``'s
+    shape (of ``x``'s rank, no larger than ``x`` in the other dimensions). No FLOPs; the backward keeps the
+    indices."""
+    x, i = ins
+    fits = all_(i[d] <= x[d] for d in range(len(x)) if d != a.dim)
+    checks = [
+        Check("index has the input's rank", Const(len(i) == len(x))),
+        Check("index fits the input", fits),
+    ]
+    return OpInfo([tuple(i)], checks, ops=_numel(i), saved=2 * _numel(i), io=4 * _numel(i),
+                  mem=Mem(saves=("in1",)))  # fmt: skip
+
+
+@_gather.torch
+def _gather_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    return _fn_module(lambda x, i: torch.gather(x, a.dim, i))
+
+
 # ------------------------------------------------------------------------------------------------
 # convolutions
 
@@ -1824,19 +1919,26 @@ def _select_index_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
 @op("narrow")
 def _narrow(ins: list[Shape], a: Attrs) -> OpInfo:
     """``x.narrow(dim, start, length)``: a view of ``length`` entries of ``dim`` from ``start``
-    (negative: from the end), e.g. the pieces of ``chunk`` and ``split``."""
+    (negative: from the end), e.g. the pieces of ``chunk`` and ``split``; with ``step`` (default 1)
+    every ``step``-th of them (``x[:, 0::2]``: ``ceildiv(length, step)`` entries)."""
     (x,) = ins
     n, start, length = x[a.dim], a.start, a.length
     first = where(start < 0, start + n, start)  # a negative start counts from the end
     within = (start >= -n) & (length >= 1) & (first + length <= n)
     checks = [Check("slice within the dimension", within)]
-    y = tuple(length if j == a.dim else d for j, d in enumerate(x))
+    step = a.get("step", 1)
+    taken = length if step == 1 else ceildiv(length, step)
+    y = tuple(taken if j == a.dim else d for j, d in enumerate(x))
     return OpInfo([y], checks, io=Const(0), mem=Mem(view=True))
 
 
 @_narrow.torch
 def _narrow_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
-    return _fn_module(lambda x: x.narrow(a.dim, a.start, a.length))
+    step = a.get("step", 1)
+    if step == 1:
+        return _fn_module(lambda x: x.narrow(a.dim, a.start, a.length))
+    lead = (slice(None),) * a.dim
+    return _fn_module(lambda x: x[(*lead, slice(a.start, a.start + a.length, step))])
 
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")

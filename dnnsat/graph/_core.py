@@ -118,7 +118,7 @@ class _NetworkCore:
             if cache is not None:
                 cache[key] = info
         index = len(self.nodes)
-        dtype = "int64" if op == "input" and attrs.get("dtype") == "int64" else "float32"
+        dtype = _out_dtype(op, attrs, ins)
         out = self._new_tensor(info.outputs[0], dtype, index)
         node = Node(index, op, label, tuple(x.index for x in ins), out.index, a, self._gate, info)
         self.nodes.append(node)
@@ -251,3 +251,18 @@ class _NetworkCore:
                 conds = [(value if v else ~value) if value.sort == "bool" else value == v for v in domain]
                 return self._branch([(c, case(v)) for c, v in zip(conds, domain)], [], flag, exclusive=True)
         return make(**{k: v.value if isinstance(v, Expr) else v for k, v in values.items()})
+
+
+_FLOAT_OUT = frozenset({"embedding"})  # ops with an index input and a floating output
+_WIDTH = ("bool", "int64", "float32")  # type promotion: the widest input's dtype
+
+
+def _out_dtype(op: str, attrs: dict[str, Any], ins: Sequence[Tensor]) -> str:
+    """The dtype of an op's output: an input's, a constant's or a cast's declared one (``float32`` by
+    default); an op of tensors that of its widest input (as PyTorch promotes: shape ops keep int64
+    indices int64), except lookups, whose output is ``float32``."""
+    if op in ("input", "constant", "cast"):
+        return str(attrs.get("dtype", "float32"))
+    if not ins or op in _FLOAT_OUT:
+        return "float32"
+    return max((x.dtype for x in ins), key=_WIDTH.index)

@@ -15,12 +15,12 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 
-from ..expr import Expr, interval
+from ..expr import Const, Expr, as_expr, interval
 from ..graph import Check, Network, Tensor
 from ._errors import _HERE, TraceError
 from ._functions import _FUNCTIONS
 from ._symbolic import TORCH_DIR, Recorder, SymFloat, SymInt, as_expr_like, expr_of, fixed, plain, user_line
-from ._tensor import STensor, _flat
+from ._tensor import STensor, _flat, network_dtype
 
 # ------------------------------------------------------------------------------------------------
 # expression evaluation at one configuration
@@ -77,6 +77,9 @@ class _Trace(Recorder):
         self.stack: list[str] = []
         self.depth = 0  # handlers running: their own tensors are not the model's
         self.held: dict[int, int] = {}  # tensor index -> last node emitted while Python held it
+        self.buffer_names: dict[int, str] = {}  # id(buffer) -> qualified name
+        self.consts: dict[int, tuple[torch.Tensor, STensor]] = {}  # id(tensor) -> its constant node
+        self.derived: dict[int, tuple[Expr, ...]] = {}  # storage -> the sizes its shape depends on
 
     # guards --------------------------------------------------------------------------------------
     def guard(self, cond: Expr, outcome: bool) -> None:
@@ -151,11 +154,65 @@ class _Trace(Recorder):
             self.counted.add(id(x))
             return t
         if isinstance(x, torch.Tensor):
-            raise TraceError(
-                f"a constant tensor of shape {tuple(x.shape)} (not a parameter) is used in {what} "
-                f"(not supported): {user_line()}"
-            )
+            return self.constant(x, what)
         raise TraceError(f"{what}: expected a tensor, got {type(x).__name__}: {user_line()}")
+
+    def constant(self, x: torch.Tensor, what: str) -> STensor:
+        """A tensor the model made without the trace's inputs or parameters (a factory's result in the
+        forward, a registered buffer, a module-level tensor) as a ``constant`` node of the network, of
+        its symbolic shape (see :meth:`constant_shape`) and dtype; one node per tensor object."""
+        with torch._C.DisableTorchFunction():
+            sizes, dtype = tuple(x.shape), x.dtype
+        known = self.consts.get(id(x))
+        if known is not None and known[0] is x and known[1].ndim == len(sizes):
+            return known[1]
+        shape = self.constant_shape(x)
+        buffer = self.buffer_names.get(id(x))
+        node = self.net.apply(
+            "constant", [], name=self._name("constant", buffer or self.where()), shape=tuple(shape),
+            dtype=network_dtype(dtype), buffer=buffer is not None,
+        )  # fmt: skip
+        out = STensor(self, node, dtype)
+        self.consts[id(x)] = (x, out)
+        return out
+
+    def constant_shape(self, x: torch.Tensor) -> tuple[Expr, ...]:
+        """The symbolic shape of a tensor made outside the trace's network: the one remembered for it (a
+        factory with symbolic sizes), else its plain sizes, the symbolic sizes it was made from pinned
+        (:meth:`pin`)."""
+        shape = self.shape_of(x)
+        if shape is not None:
+            return tuple(as_expr(d) for d in shape)
+        self.pin(x)
+        with torch._C.DisableTorchFunction():
+            return tuple(Const(n) for n in x.shape)
+
+    def symbolic(self, x: torch.Tensor) -> bool:
+        """``x``'s storage was made from symbolic sizes (by a factory, or by an op without a shape rule)."""
+        return bool(self._pins(x))
+
+    def _pins(self, x: torch.Tensor) -> tuple[Expr, ...]:
+        with torch._C.DisableTorchFunction():
+            key = x.untyped_storage()._cdata
+        rec = self.shapes.get(key)
+        dims = tuple(as_expr(d) for d in rec[1]) if rec is not None else ()
+        return tuple(d for d in dims if not d.is_const) + self.derived.get(key, ())
+
+    def derive(self, out: Any, sources: list[Any]) -> None:
+        """``out`` (a tensor or tensors) was made by an op without a shape rule from ``sources``: its
+        shape holds on the values of their symbolic sizes, pinned if it is ever used (:meth:`pin`)."""
+        pins = tuple(d for a in sources if isinstance(a, torch.Tensor) for d in self._pins(a))
+        for t in out if isinstance(out, tuple | list) else (out,):
+            if pins and isinstance(t, torch.Tensor) and self.shape_of(t) is None:
+                with torch._C.DisableTorchFunction():
+                    key = t.untyped_storage()._cdata
+                self.derived[key] = self.derived.get(key, ()) + pins
+
+    def pin(self, x: torch.Tensor) -> None:
+        """Pin the symbolic sizes ``x`` was made from (guards ``size == value``): its shape (and that of
+        what it is made from) is then the same on the whole region."""
+        for d in self._pins(x):
+            fixed(self.sym(d))
 
     def _name(self, op: str, where: str) -> str:
         """``op#position module/path`` (``/`` for ``.``: module names of a materialized network)."""
@@ -219,6 +276,8 @@ _SAME_SHAPE = {
     "tril", "triu", "masked_fill", "logical_not", "__invert__", "bool", "eq", "__eq__", "ne", "__ne__",
 }  # fmt: skip
 
+_KEEP_REAL = _FACTORIES | _SAME_SHAPE  # calls on real tensors that keep them real (their shapes remembered)
+
 
 def _factory_size(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
     if "size" in kwargs:
@@ -229,6 +288,18 @@ def _factory_size(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> t
     if name in ("empty", "zeros", "ones", "randn", "rand") and args and all(isinstance(a, int) for a in args):
         return tuple(args)
     return None
+
+
+def _arange_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The length of ``torch.arange(end)`` / ``arange(start, end)`` with integer bounds (symbolic
+    ones allowed) and step 1; ``None`` for other forms (their values are pinned)."""
+    bounds = [a for a in args if not isinstance(a, torch.dtype)][:3]
+    start, end = (0, bounds[0]) if len(bounds) == 1 else (bounds + [None, None])[:2]
+    start, end = kwargs.get("start", start), kwargs.get("end", end)
+    step = kwargs.get("step", bounds[2] if len(bounds) == 3 else 1)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or fixed(step) != 1:
+        return None
+    return end - start
 
 
 def _fixed_args(x: Any) -> Any:
@@ -267,8 +338,15 @@ class _Mode(TorchFunctionMode):
             and args[0].is_meta
         ):
             return args[0]  # initialising a meta tensor: no data, nothing to do
-        if tr.forward and any(isinstance(a, STensor | nn.Parameter) for a in _flat(args, kwargs)):
+        if tr.forward and self._traced(name, _flat(args, kwargs)):
             return tr.call(name, tuple(args), dict(kwargs))
+        if name == "arange":
+            size = _arange_size(args, kwargs)
+            if size is not None:
+                size >= 0  # noqa: B015 - records the guard (a negative length raises)
+                out = func(*_plain_sizes(args), **_plain_sizes(kwargs))
+                tr.remember(out, (expr_of(size),))
+                return out
         if name in _FACTORIES:
             size = _factory_size(name, args, kwargs)
             if size is not None:
@@ -290,7 +368,26 @@ class _Mode(TorchFunctionMode):
             shape = tr.shape_of(src) if src is not None else None
             if shape is not None:
                 tr.remember(out, shape)
+                return out
+        tr.derive(out, _flat(args, kwargs))  # no shape rule: the result holds on the sizes' values only
         return out
+
+    def _traced(self, name: str, flat: list[Any]) -> bool:
+        """A forward call that becomes ops of the network: one on a symbolic tensor or a parameter, or a
+        supported one (``_FUNCTIONS``) on a tensor of symbolic shape or with a symbolic size (a view,
+        a slice ``[:, :n]`` of a buffer: its result is a view of a ``constant`` node)."""
+        if any(isinstance(a, STensor | nn.Parameter) for a in flat):
+            return True
+        inplace = name.endswith("_") and not name.endswith("__")  # the shape stays: see __torch_function__
+        if name not in _FUNCTIONS or name in _KEEP_REAL or inplace:
+            return False
+        if not any(isinstance(a, torch.Tensor) for a in flat):
+            return False
+        parts = [p for a in flat for p in ((a.start, a.stop, a.step) if isinstance(a, slice) else (a,))]
+        return any(
+            isinstance(a, SymInt | SymFloat) or (isinstance(a, torch.Tensor) and self.trace.symbolic(a))
+            for a in parts
+        )
 
     def _shape_query(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
         """A property (``p.shape``, ``t.grad``) or ``size()`` of a real tensor: the user's code gets the

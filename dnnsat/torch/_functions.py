@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn as nn
 
-from ..expr import Const, Expr, ceildiv, sum_
+from ..expr import Const, Expr, ceildiv, maximum, minimum, sum_
 from ..graph import GraphError, Tensor
 from ..graph._catalog import PAD_MODES, einsum_subscripts, eq
 from ._errors import TraceError
 from ._symbolic import SymFloat, SymInt, as_expr_like, expr_of, fixed, plain, user_line
-from ._tensor import STensor, _t
+from ._tensor import STensor, _t, network_dtype
 
 if TYPE_CHECKING:
     from ._capture import _Trace
@@ -88,8 +88,14 @@ def _dropout(tr: _Trace, x: Any, p: Any = 0.5, training: bool = True, inplace: b
 
 
 def _cat(tr: _Trace, tensors: Sequence[Any], dim: Any = 0, **kwargs: Any) -> STensor:
-    ts = [tr.tensor(t, "cat") for t in tensors]
+    """``torch.cat``; as PyTorch, a 1-D empty tensor (an empty key/value cache) is left out."""
+    ts = [tr.tensor(t, "cat") for t in tensors if not (isinstance(t, torch.Tensor) and _empty_1d(t))]
     return tr.apply("concat", tr.net.concat, [_t(t) for t in ts], _dim(dim, ts[0].ndim))
+
+
+def _empty_1d(t: torch.Tensor) -> bool:
+    with torch._C.DisableTorchFunction():
+        return t.shape == (0,)
 
 
 def _flatten(tr: _Trace, x: Any, start_dim: Any = 0, end_dim: Any = -1) -> STensor:
@@ -167,6 +173,19 @@ def _matmul(tr: _Trace, a: Any, b: Any) -> STensor:
     return tr.apply("matmul", tr.net.matmul, _t(x), _t(y))
 
 
+def _addmm(tr: _Trace, bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> STensor:
+    """``torch.addmm(bias, a, b)`` (a Hugging Face ``Conv1D``): ``a @ b + bias``."""
+    if fixed(beta) != 1 or fixed(alpha) != 1:
+        raise TraceError(f"addmm with beta= or alpha= is not supported: {user_line()}")
+    return _binary("add")(tr, _matmul(tr, a, b), bias)
+
+
+def _linear_fn(tr: _Trace, x: Any, weight: Any, bias: Any = None) -> STensor:
+    """``F.linear(x, weight, bias)`` with weights of the model's own (Swin's qkv): ``x @ weight^T + bias``."""
+    y = _matmul(tr, x, _transpose(tr, weight, 0, 1))
+    return y if bias is None else _binary("add")(tr, y, bias)
+
+
 def _bmm(tr: _Trace, a: Any, b: Any) -> STensor:
     x, y = tr.tensor(a, "bmm"), tr.tensor(b, "bmm")
     return tr.apply("bmm", tr.net.bmm, _t(x), _t(y))
@@ -194,16 +213,62 @@ def _select(tr: _Trace, x: Any, dim: Any, index: Any) -> STensor:
 
 
 def _getitem(tr: _Trace, x: Any, index: Any) -> STensor:
-    """``x[:, i]``-style indexing: full slices and one integer (a :func:`_select`)."""
+    """Basic indexing ``x[0, :, None, 2:n, ...]``: integers (a :func:`_select`), slices of step 1 (a
+    ``narrow``, bounds clamped to the dimension as Python does), ``None`` (a new size-1 dimension),
+    ``...``; or one integer tensor (``table[idx]``: the ``index`` op)."""
     xs = tr.tensor(x, "indexing")
-    items = index if isinstance(index, tuple) else (index,)
-    ints = [j for j, it in enumerate(items) if isinstance(it, int) and not isinstance(it, bool)]
-    full = all(isinstance(it, slice) and it == slice(None) for j, it in enumerate(items) if j not in ints)
-    if len(ints) != 1 or not full:
+    if isinstance(index, STensor | torch.Tensor):
+        return _index(tr, xs, tr.tensor(index, "indexing"))
+    items = list(index) if isinstance(index, tuple) else [index]
+    basic = all(it is None or it is Ellipsis or isinstance(it, slice) or _integer(it) for it in items)
+    ellipses = [j for j, it in enumerate(items) if it is Ellipsis]
+    if not basic or len(ellipses) > 1:
         raise TraceError(
-            f"indexing {index!r} is not supported (full slices and one integer are): {user_line()}"
+            f"indexing {index!r} is not supported (integers, slices, None, ... and one integer tensor "
+            f"are): {user_line()}"
         )
-    return _select(tr, xs, ints[0], items[ints[0]])
+    taking = sum(it is not None and it is not Ellipsis for it in items)
+    if ellipses:
+        items[ellipses[0] : ellipses[0] + 1] = [slice(None)] * (xs.ndim - taking)
+    if taking > xs.ndim:
+        raise TraceError(f"too many indices for a {xs.ndim}-D tensor: {user_line()}")
+    d = 0
+    for it in items:
+        if it is None:
+            xs = _unsqueeze(tr, xs, d)
+        elif not isinstance(it, slice):
+            xs = _select(tr, xs, d, it)
+            continue
+        elif not (it.start is None and it.stop is None and it.step is None):
+            xs = _slice(tr, xs, d, it)
+        d += 1
+    return xs
+
+
+def _integer(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _slice(tr: _Trace, xs: STensor, d: int, it: slice) -> STensor:
+    """``x[..., start:stop:step]`` on dimension ``d``: a ``narrow`` (every ``step``-th entry); negative
+    bounds count from the end, bounds past the dimension are clamped (an empty result is invalid, as
+    every empty tensor). The step is structural (pinned)."""
+    step = 1 if it.step is None else fixed(it.step)
+    if not _integer(step) or step < 1:
+        raise TraceError(f"slicing with a step below 1 is not supported (PyTorch refuses it): {user_line()}")
+    n = _t(xs).shape[d]
+
+    def bound(v: Any, default: Expr) -> Expr:
+        if v is None:
+            return default
+        e = expr_of(v)
+        return maximum(e + n, 0) if v < 0 else minimum(e, n)  # the sign is a guard when symbolic
+
+    first = bound(it.start, Const(0))
+    length = bound(it.stop, n) - first
+    if step == 1:
+        return tr.apply("narrow", tr.net.narrow, _t(xs), d, first, length)
+    return tr.apply("narrow", tr.net.apply, "narrow", [_t(xs)], dim=d, start=first, length=length, step=step)
 
 
 def _pieces(tr: _Trace, xs: STensor, d: int, lengths: list[Expr]) -> tuple[STensor, ...]:
@@ -294,9 +359,115 @@ def _pad(tr: _Trace, x: Any, pad: Any, mode: str = "constant", value: Any = None
     if any(p < 0 for p in pad):  # records the guards: a region with negative padding raises
         raise TraceError(f"F.pad: negative padding (cropping) is not supported: {user_line()}")
     n, rank = len(pad) // 2, xs.ndim
+    if fixed(mode) == "constant" and rank - 2 < n <= rank:  # zeros pad any dimension (channels last: Swin)
+        pads = tuple(expr_of(p) for p in pad)
+        return tr.apply("pad", tr.net.apply, "pad", [_t(xs)], pads=pads, mode="constant")
     if n > rank - 2 and (fixed(mode) == "constant" or (n == rank - 1 and rank in (3, 4))):
         raise TraceError(f"F.pad: padding the batch or channel dimension is not supported: {user_line()}")
     return tr.apply("pad", tr.net.pad, _t(xs), [as_expr_like(p) for p in pad], fixed(mode))
+
+
+def _made(tr: _Trace, sizes: Sequence[Any], dtype: torch.dtype) -> torch.Tensor:
+    """A new tensor of ``sizes`` (symbolic ones allowed) as a factory makes it: a meta tensor whose
+    symbolic shape the trace remembers (a ``constant`` node where it meets the network)."""
+    for d in sizes:
+        if isinstance(d, SymInt):
+            d >= 0  # noqa: B015 - records the guard (torch rejects negative sizes)
+    with torch._C.DisableTorchFunction():
+        out = torch.empty(tuple(plain(d) for d in sizes), dtype=dtype, device="meta")
+    tr.remember(out, tuple(expr_of(d) for d in sizes))
+    return out
+
+
+def _like(tr: _Trace, x: Any, *args: Any, dtype: Any = None, **kwargs: Any) -> torch.Tensor:
+    """``torch.zeros_like(x)`` (``ones_/empty_/full_/rand_/randn_like``): a new tensor of ``x``'s shape."""
+    xs = tr.tensor(x, "zeros_like")
+    return _made(tr, xs.shape, dtype or xs.dtype)
+
+
+def _new(tr: _Trace, x: Any, *size: Any, dtype: Any = None, **kwargs: Any) -> torch.Tensor:
+    """``x.new_zeros(size)`` (``new_empty/new_ones``): a new tensor of ``x``'s dtype."""
+    return _made(tr, _sizes(size), dtype or tr.tensor(x, "new_zeros").dtype)
+
+
+def _new_full(
+    tr: _Trace, x: Any, size: Any, fill_value: Any, dtype: Any = None, **kwargs: Any
+) -> torch.Tensor:
+    return _made(tr, _sizes((size,)), dtype or tr.tensor(x, "new_full").dtype)
+
+
+def _convert(dtype: torch.dtype | None) -> Callable[..., STensor]:
+    """``x.to(...)`` (a dtype, a device, another tensor), ``x.type_as(y)``, ``x.float()``, ``x.long()``,
+    ...: ``x`` itself when the dtype stays (as PyTorch returns it), else a ``cast`` copy."""
+
+    def f(tr: _Trace, x: Any, *args: Any, **kwargs: Any) -> STensor:
+        xs = tr.tensor(x, "to")
+        want = dtype
+        for a in (*args, kwargs.get("dtype"), kwargs.get("other")):
+            if isinstance(a, torch.dtype):
+                want = a
+            elif isinstance(a, STensor | torch.Tensor):
+                want = a.dtype
+            elif isinstance(a, str) and a.startswith("torch."):  # ``x.type("torch.FloatTensor")``
+                want = getattr(torch, a.split(".")[-1]).dtype
+        if want is None or want == xs.dtype:
+            return xs
+        return STensor(tr, tr.net.apply("cast", [_t(xs)], name=tr._name("cast", tr.where()),
+                                        dtype=network_dtype(want)), want)  # fmt: skip
+
+    return f
+
+
+def _inplace_random(tr: _Trace, x: Any, *args: Any, **kwargs: Any) -> STensor:
+    """``x.bernoulli_(p)`` (``uniform_``, ``normal_``, ``fill_``, ``zero_``): new values in place, the
+    same tensor."""
+    return tr.tensor(x, "an in-place fill")
+
+
+def _index_select(tr: _Trace, x: Any, dim: Any, index: Any) -> STensor:
+    xs, idx = tr.tensor(x, "index_select"), tr.tensor(index, "index_select")
+    if _dim(dim, xs.ndim) != 0 or idx.ndim != 1:
+        raise TraceError(f"index_select is supported on dimension 0 with a 1-D index: {user_line()}")
+    return _index(tr, xs, idx)
+
+
+def _index(tr: _Trace, xs: STensor, idx: STensor) -> STensor:
+    """``x[idx]`` by an integer tensor: the ``index`` op (``idx``'s shape, then ``x``'s other dimensions)."""
+    if idx.dtype.is_floating_point or idx.dtype == torch.bool:
+        raise TraceError(
+            f"indexing by a {idx.dtype} tensor is not supported (integer indices are): {user_line()}"
+        )
+    return tr.apply("index", tr.net.apply, "index", [_t(xs), _t(idx)])
+
+
+def _masked_fill(tr: _Trace, x: Any, mask: Any, value: Any) -> STensor:
+    xs, m = tr.tensor(x, "masked_fill"), tr.tensor(mask, "masked_fill")
+    if not _number(value) or m.dtype != torch.bool:
+        raise TraceError(f"masked_fill is supported with a boolean mask and a number: {user_line()}")
+    return tr.apply("masked_fill", tr.net.apply, "masked_fill", [_t(xs), _t(m)], value=float(plain(value)))
+
+
+def _gather(tr: _Trace, x: Any, dim: Any, index: Any, *, sparse_grad: Any = False) -> STensor:
+    xs, idx = tr.tensor(x, "gather"), tr.tensor(index, "gather")
+    return tr.apply("gather", tr.net.apply, "gather", [_t(xs), _t(idx)], dim=_dim(dim, xs.ndim))
+
+
+def _meshgrid(tr: _Trace, *tensors: Any, indexing: Any = "ij") -> tuple[STensor, ...]:
+    """``torch.meshgrid(a, b, ..., indexing="ij")`` of 1-D tensors: each one viewed along its own
+    dimension and expanded to ``(len(a), len(b), ...)`` (``"xy"``: the first two swapped)."""
+    ts = [tr.tensor(t, "meshgrid") for t in _sizes(tensors)]
+    if any(t.ndim != 1 for t in ts) or fixed(indexing) not in ("ij", "xy"):
+        raise TraceError(f"meshgrid is supported on 1-D tensors with indexing 'ij' or 'xy': {user_line()}")
+    order = list(range(len(ts)))
+    if fixed(indexing) == "xy" and len(ts) > 1:
+        order[:2] = [1, 0]
+    full = [ts[j].shape[0] for j in order]
+    out = []
+    for i, t in enumerate(ts):
+        ones = [1] * len(ts)
+        ones[order.index(i)] = t.shape[0]
+        out.append(_expand(tr, _reshape(tr, t, *ones), *full))
+    return tuple(out)
 
 
 def _identity(tr: _Trace, x: Any, *args: Any, **kwargs: Any) -> STensor:
@@ -318,8 +489,6 @@ def _sdpa(
     scale: Any = None,
     enable_gqa: Any = False,
 ) -> STensor:
-    if fixed(dropout_p) != 0.0:
-        raise TraceError(f"scaled_dot_product_attention with dropout_p is not supported: {user_line()}")
     qs, ks, vs = (tr.tensor(t, "scaled_dot_product_attention") for t in (q, k, v))
     mask, bool_mask = _mask(tr, attn_mask, "scaled_dot_product_attention: attn_mask")
     if mask is not None and is_causal:
@@ -327,10 +496,30 @@ def _sdpa(
             "scaled_dot_product_attention: attn_mask with is_causal=True (PyTorch refuses both): "
             f"{user_line()}"
         )
+    if fixed(dropout_p) != 0.0:
+        if fixed(enable_gqa):
+            raise TraceError(f"scaled_dot_product_attention with dropout_p and enable_gqa is not supported: "
+                             f"{user_line()}")  # fmt: skip
+        return _sdpa_math(tr, qs, ks, vs, attn_mask, float(fixed(dropout_p)), bool(is_causal))
     return tr.apply(
         "sdpa", tr.net.sdpa, _t(qs), _t(ks), _t(vs), causal=bool(is_causal), gqa=bool(enable_gqa), mask=mask,
         bool_mask=bool_mask,
     )  # fmt: skip
+
+
+def _sdpa_math(
+    tr: _Trace, qs: STensor, ks: STensor, vs: STensor, mask: Any, p: float, causal: bool
+) -> STensor:
+    """``scaled_dot_product_attention`` with dropout as PyTorch's math path runs it (the CPU's kernel
+    then): ``dropout(softmax(q @ k^T * scale + mask)) @ v`` (a causal mask: an ``(L, S)`` tensor made
+    by the kernel). The scale's value does not change a cost: the trace configuration's."""
+    scores = _matmul(tr, qs, _transpose(tr, ks, -2, -1))
+    scores = tr.apply("scale", tr.net.scale, _t(scores), 1.0 / float(plain(qs.shape[-1])) ** 0.5)
+    if causal:
+        mask = _made(tr, (qs.shape[-2], ks.shape[-2]), torch.bool)
+    if mask is not None:
+        scores = _binary("add")(tr, scores, mask)
+    return _matmul(tr, _dropout(tr, _softmax(tr, scores, -1), p), vs)
 
 
 def _mask(tr: _Trace, m: Any, what: str) -> tuple[Tensor | tuple[Expr, ...] | None, bool]:
@@ -477,10 +666,14 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "reshape": _reshape,
     "permute": _permute,
     "transpose": _transpose,
+    "swapaxes": _transpose,
+    "swapdims": _transpose,
     "mean": _reduce("mean"),
     "matmul": _matmul,
     "__matmul__": _matmul,
     "bmm": _bmm,
+    "addmm": _addmm,
+    "linear": _linear_fn,
     "einsum": _einsum,
     "contiguous": _identity,
     "expand": _expand,
@@ -491,6 +684,18 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "select": _select,
     "__getitem__": _getitem,
     "size": _size,
+    **{f"{n}_like": _like for n in ("zeros", "ones", "empty", "full", "rand", "randn")},
+    **{f"new_{n}": _new for n in ("zeros", "ones", "empty")},
+    "new_full": _new_full,
+    **{n: _convert(None) for n in ("to", "type", "type_as")},
+    **{
+        n: _convert(getattr(torch, n)) for n in ("float", "half", "bfloat16", "double", "long", "int", "bool")
+    },
+    **{n: _inplace_random for n in ("bernoulli_", "uniform_", "normal_", "fill_", "zero_")},
+    "index_select": _index_select,
+    "gather": _gather,
+    "masked_fill": _masked_fill,
+    "meshgrid": _meshgrid,
     "scaled_dot_product_attention": _sdpa,
     "max_pool1d": _max_pool(1),
     "max_pool2d": _max_pool(2),

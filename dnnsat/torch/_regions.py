@@ -20,7 +20,7 @@ from ._capture import _Mode, _SkippedInit, _Trace
 from ._errors import TraceError
 from ._modules import _CURRENT, _ORIGINAL_CALL, _module_call
 from ._symbolic import REAL_RANGE, SymFloat, SymInt, SymStr, activate, as_expr_like, expr_of, guarded_range
-from ._tensor import STensor
+from ._tensor import STensor, _Opaque
 
 _GRID_LIMIT = 1 << 20  # combinations of guarded parameters enumerated to find uncovered configurations
 
@@ -84,6 +84,7 @@ def _run(
             tr.param_names = {
                 id(p): n for n, p in reversed(list(module.named_parameters(remove_duplicate=False)))
             }
+            tr.buffer_names = {id(b): n for n, b in module.named_buffers(remove_duplicate=False)}
             tr.forward = True
             nn.Module.__call__ = _module_call  # type: ignore[method-assign]
             try:
@@ -91,9 +92,11 @@ def _run(
             finally:
                 nn.Module.__call__ = _ORIGINAL_CALL  # type: ignore[method-assign]
                 tr.forward = False
-        outs = out if isinstance(out, tuple | list) else (out,)
-        if not all(isinstance(o, STensor) for o in outs):
-            raise TraceError(f"forward must return a tensor or a tuple of tensors, got {type(out).__name__}")
+        outs = _outputs(tr, out)
+        if not outs:
+            raise TraceError(
+                f"forward must return tensors (or a dict or tuple of them), got {type(out).__name__}"
+            )
         for name, p in module.named_parameters():
             if id(p) not in tr.counted:  # built but not used by forward: PyTorch counts it all the same
                 tr.tensor(p, f"parameter {name}, which forward does not use,")
@@ -113,6 +116,23 @@ def _run(
     region.guards = list(tr.guards.values())
     region.cond = all_(g for g, _ in region.guards)
     return region
+
+
+def _outputs(tr: _Trace, out: Any) -> list[STensor]:
+    """The tensors of ``forward``'s result in order: a tensor, or those of a tuple, list or dict (a
+    Hugging Face ``ModelOutput``: ``last_hidden_state`` / ``logits`` first), nested; ``None`` and other
+    values (a key/value cache object) are left out. The first is the model's output (the loss's input)."""
+    if isinstance(out, STensor):
+        return [out]
+    if isinstance(out, torch.Tensor):
+        return [tr.tensor(out, "the model's output")]
+    if isinstance(out, Mapping):
+        out = list(out.values())
+    if isinstance(out, tuple | list):
+        return [t for o in out for t in _outputs(tr, o)]
+    if isinstance(out, _Opaque):
+        raise TraceError(f"forward returns {out.what} (not supported as a value)")
+    return []
 
 
 def _past_uses(net: Network, held: dict[int, int], outputs: tuple[int, ...]) -> dict[int, int]:

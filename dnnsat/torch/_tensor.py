@@ -3,6 +3,7 @@ opaque secondary outputs that may not be used."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,11 +23,22 @@ if TYPE_CHECKING:
 class STensor:
     """A symbolic tensor during a trace: a :class:`~dnnsat.graph.Tensor` of the region's network."""
 
-    def __init__(self, trace: _Trace, t: Tensor) -> None:
+    def __init__(self, trace: _Trace, t: Tensor, dtype: torch.dtype | None = None) -> None:
         self._trace = trace
         self._t = t
-        self.is_bool = False  # a boolean model input (an attention mask)
+        # the PyTorch dtype the model's code sees (the network's tensor has float32, int64 or bool)
+        self._dtype = dtype or _TORCH_DTYPES[t.dtype]
         self.watched = False  # reached the model's own code: notes when Python frees it (_Trace.held)
+
+    @property
+    def is_bool(self) -> bool:
+        """A boolean tensor (an attention mask)."""
+        return self._dtype == torch.bool
+
+    @is_bool.setter
+    def is_bool(self, value: bool) -> None:
+        if value:
+            self._dtype = torch.bool
 
     # shape queries -------------------------------------------------------------------------------
     @property
@@ -45,11 +57,17 @@ class STensor:
 
     @property
     def dtype(self) -> torch.dtype:
-        return torch.int64 if self._t.dtype == "int64" else torch.float32
+        return self._dtype
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
 
     @property
     def device(self) -> torch.device:
         return torch.device("meta")
+
+    def numel(self) -> Any:
+        return math.prod(self.shape)
 
     def __len__(self) -> int:
         return int(self.shape[0])
@@ -85,6 +103,13 @@ class STensor:
     def __rmatmul__(self, other: Any) -> Any:
         return self._trace.call("matmul", (other, self), {})
 
+    def __iter__(self) -> Any:
+        """The rows (``q, k, v = qkv``); each further row is a guard on a symbolic first dimension."""
+        i = 0
+        while i < self.shape[0]:
+            yield self[i]
+            i += 1
+
     def __getitem__(self, index: Any) -> Any:
         return self._trace.call("__getitem__", (self, index), {})
 
@@ -107,6 +132,17 @@ class STensor:
 
     def __repr__(self) -> str:
         return f"STensor({self._t!r})"
+
+
+_TORCH_DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}
+
+
+def network_dtype(dtype: torch.dtype) -> str:
+    """The network's dtype of a PyTorch one: integers are ``int64``, booleans ``bool``, floating types
+    ``float32`` (the budget's activation dtype: a model's half-precision buffers count as activations)."""
+    if dtype == torch.bool:
+        return "bool"
+    return "float32" if dtype.is_floating_point or dtype.is_complex else "int64"
 
 
 class _Opaque:

@@ -174,6 +174,9 @@ class _Model:
             if node.op == "parameter":
                 alias[out], needs_grad[out] = [], True
                 continue
+            if node.op == "constant" and node.attrs.buffer:  # module state, counted with the weights
+                alias[out], needs_grad[out] = [], False
+                continue
             needs_grad[out] = any(needs_grad[i] for i in ins) or not (
                 node.info.params.is_const and node.info.params.value == 0
             )
@@ -519,7 +522,10 @@ class _Model:
 
     # -- mixed precision: torch.autocast -------------------------------------------------------------
     def tensor_bytes(self, index: int) -> int:
-        """Bytes per element of tensor ``index`` (mixed precision: 2 for 16-bit, else 4)."""
+        """Bytes per element of tensor ``index`` (int64 8, bool 1; mixed precision: 2 for 16-bit, else 4)."""
+        dtype = self.net.tensors[index].dtype
+        if dtype != "float32":
+            return 8 if dtype == "int64" else 1
         return (2 if self.half[index] else 4) if self.mixed else self.act
 
     def autocast(self) -> None:
@@ -545,7 +551,7 @@ class _Model:
             if node.info is None:  # select: a branch's tensor
                 self.half[out] = all(self.half[t] for _, t in node.cases)
                 continue
-            floats = [(p, i) for p, i in enumerate(node.inputs) if net.tensors[i].dtype != "int64"]
+            floats = [(p, i) for p, i in enumerate(node.inputs) if net.tensors[i].dtype == "float32"]
             rule = CATALOG[node.op].autocast
             policy = rule.policy(self.gpu) if self.mixed and node.op != "parameter" else "keep"
             if policy in ("lower", "fp32"):
@@ -561,6 +567,12 @@ class _Model:
                 for p, i in floats
                 if self.half[i] != half
             ]
+            if node.op in ("add", "sub", "mul"):  # an int64 or bool operand: TensorIterator's copy on the CPU
+                casts += [
+                    (f"in{p}", self.rounded(net.tensors[i].numel * self.tensor_bytes(out)), 1, False)
+                    for p, i in enumerate(node.inputs)
+                    if net.tensors[i].dtype != net.tensors[out].dtype
+                ]
             if casts:
                 self.casts[node.index] = casts
                 saves = set(node.info.mem.saves) if self.train else set()
@@ -630,15 +642,16 @@ class _Model:
         return total
 
     def mixed_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
-        """Transient bytes of ``node`` under mixed precision, as :meth:`working_sets`: the cast copies
-        it makes in the forward and does not save (alive with its output; an input cast several times,
-        by attention's projections, is freed after each) and, on a CPU with oneDNN
+        """Transient bytes of ``node`` under mixed precision (or with an int64 / bool operand of an
+        elementwise op), as :meth:`working_sets`: the cast copies it makes in the forward and does not
+        save (alive with its output; an input cast several times, by attention's projections, is freed
+        after each) and, on a CPU with oneDNN
         bfloat16 kernels, the scratchpads of its bfloat16 matmuls (:func:`cpu_bf16_matmul_scratch`).
         In the backward the op computes the gradient of its saved 16-bit copy, which is cast to the fp32
         input's gradient once the op has released that copy: the sweep counts the fp32 gradient at the
         op, so the backward entry is negative by the 16-bit gradient's size (the caller clamps the sum
         with the op's working set at 0)."""
-        if not self.mixed:
+        if not self.mixed and node.index not in self.casts:  # (fp32: TensorIterator's copies of int64/bool)
             return Const(0), Const(0), Const(0)
         saved = self.saved_copies.get(node.index, ())
         casts = self.casts.get(node.index, ())
