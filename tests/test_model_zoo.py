@@ -18,7 +18,6 @@ from benchmarks.model_zoo import cases, categorise, run_model  # noqa: E402
 REFUSED = {  # model -> what from_torch refuses in it today
     "mobilenet_v3_small": "the Hardsigmoid module",
     "convnext_tiny": "F.layer_norm",
-    "bert": "the token-type ids tensor BertEmbeddings makes in forward",
 }
 MODELS = ["resnet18", "mobilenet_v3_small", "convnext_tiny", "bert"]
 
