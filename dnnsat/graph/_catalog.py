@@ -121,7 +121,10 @@ class Mem:
     alone (not where a residual ``add``'s other input keeps the same storage);
     ``buffers``: non-trainable state (running statistics); ``grad_alias``: the backward hands the
     output gradient itself to the inputs (``add``); ``cpu_kernels``: the working sets describe CPU
-    kernels only (a GPU model estimates its own).
+    kernels only (a GPU model estimates its own); ``half``: the rule where the op's CPU kernel gets a
+    16-bit input (bfloat16 autocast, a 16-bit budget) and computes in fp32 (ATen's ``mean`` casts its
+    input and its result to fp32; ``rms_norm``'s composite keeps fp32 tensors for backward); its
+    parameters and buffers stay this rule's.
     """
 
     saves: tuple[str, ...] = ()
@@ -139,6 +142,7 @@ class Mem:
     buffers: Sizes = ()
     grad_alias: bool = False
     cpu_kernels: bool = False
+    half: Mem | None = None
 
 
 @dataclass
@@ -1594,7 +1598,11 @@ def _mean(ins: list[Shape], a: Attrs) -> OpInfo:
     """Mean over dimension ``dim`` (removed)."""
     (x,) = ins
     y = tuple(d for i, d in enumerate(x) if i != a.dim)
-    return OpInfo([y], ops=_numel(x))
+    # a 16-bit input on the CPU: ``mean_out`` sums an fp32 copy of the input into an fp32 result, then
+    # casts it back (``aten/src/ATen/native/ReduceOps.cpp``; allocator traces, torch 2.13, bfloat16
+    # autocast, every dim, keepdim or not, AVX-512 and AVX2); ``sum`` accumulates without a copy
+    half = Mem(workspace=((_numel(x), "f32"), (_numel(y), "f32")))
+    return OpInfo([y], ops=_numel(x), mem=Mem(half=half))
 
 
 @_mean.torch

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...expr import Const, Expr, any_, ceildiv, maximum, minimum, substitute, sum_, where
 from ...graph import Network, Node
-from ...graph._catalog import CATALOG, Attrs, Sizes, prod
+from ...graph._catalog import CATALOG, Attrs, Mem, Sizes, prod
 from ...graph._gates import _implies, _split_gate
 from .._cpu_backend import CpuBackend, detect_cpu_backend
 from ._cpu import (
@@ -162,7 +162,7 @@ class _Model:
                     alias[out] += [(eff & c, r) for c, r in alias[ti]]
                 needs_grad[out] = any(needs_grad[ti] for _, ti in node.cases)
                 continue
-            mem = node.info.mem
+            mem = self.mem(node)
             ins = node.inputs
             if node.op == "input":
                 alias[out] = []
@@ -198,7 +198,7 @@ class _Model:
                     self.roots[r].uses.append((node.index, c & node.gate))
             if node.info is None or node.op in ("input", "parameter"):
                 continue
-            mem = node.info.mem
+            mem = self.mem(node)
             if node.output not in self.roots:  # a view
                 continue
             # add's backward hands its output gradient to both inputs: the input produced first keeps
@@ -449,7 +449,7 @@ class _Model:
 
     def _kernel_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
         """:meth:`working_sets` as the kernels see contiguous inputs."""
-        mem = node.info.mem  # type: ignore[union-attr]
+        mem = self.mem(node)
         if node.op in CONV_OPS and self.backend is not None:
             if node.index not in self.conv_sets:
                 x, y = self.net.tensors[node.inputs[0]].shape, self.net.tensors[node.output].shape
@@ -493,7 +493,7 @@ class _Model:
         16 bits and the cast copies of the inputs it saves, released by the op's backward."""
         if not self.train:
             return Const(0)
-        kept = self.sizes(node.info.mem.extra, self.tensor_bytes(node.output))  # type: ignore[union-attr]
+        kept = self.sizes(self.mem(node).extra, self.tensor_bytes(node.output))
         if self.keeps_weights(node):
             kept = kept + self.param_grad_bytes(node, 2)
         saved = self.saved_copies.get(node.index, ())
@@ -518,6 +518,14 @@ class _Model:
         return self.mixed and CATALOG[node.op].autocast.policy(self.gpu) == "lower"
 
     # -- mixed precision: torch.autocast -------------------------------------------------------------
+    def mem(self, node: Node) -> Mem:
+        """The catalog's memory rule of ``node``: its ``half`` variant where a CPU kernel gets a 16-bit
+        first input (:class:`~dnnsat.graph._catalog.Mem`)."""
+        mem = node.info.mem  # type: ignore[union-attr]
+        if mem.half is not None and not self.gpu and node.inputs and self.tensor_bytes(node.inputs[0]) == 2:
+            return mem.half
+        return mem
+
     def tensor_bytes(self, index: int) -> int:
         """Bytes per element of tensor ``index`` (mixed precision: 2 for 16-bit, else 4)."""
         return (2 if self.half[index] else 4) if self.mixed else self.act
@@ -563,7 +571,7 @@ class _Model:
             ]
             if casts:
                 self.casts[node.index] = casts
-                saves = set(node.info.mem.saves) if self.train else set()
+                saves = set(self.mem(node).saves) if self.train else set()
                 self.saved_copies[node.index] = {s for s, _, _, cast in casts if cast and s in saves}
 
     # -- activation checkpointing --------------------------------------------------------------------
@@ -624,7 +632,7 @@ class _Model:
             bw, mixed_bw = bw_frozen, mixed_frozen
         total = maximum(bw + mixed_bw, 0) if self.mixed else bw
         root = self.roots.get(op.output)
-        if op.info.mem.releases_grad and self.input_grad(op) and root is not None and root.grad_uses:  # type: ignore[union-attr]
+        if self.mem(op).releases_grad and self.input_grad(op) and root is not None and root.grad_uses:
             owned = any_(c for _, c, _ in root.grad_uses)  # its own gradient storage
             total = total - where(owned, root.size, 0)
         return total
