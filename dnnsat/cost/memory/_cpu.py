@@ -271,9 +271,10 @@ def cpu_bf16_matmul_scratch(m: Expr, k: Expr, n: Expr) -> tuple[Expr, Expr, Expr
     equal blocks the ``m`` rows are split into, at most 256 (the fewest blocks that divide ``m``:
     ``ceil(m / ceil(m / 256))`` is exact where that count divides ``m``, an upper bound elsewhere;
     105 shapes, m 130-3000, never under); the weight gradient
-    (``grad.t() @ x``) copies blocks of the transposed gradient and accumulates the whole
-    ``(n, k)`` block in fp32 once the reduction over ``m`` exceeds 512 rows (within 15 % except for
-    n or k below 64). PyTorch hands oneDNN only products with ``m * k * n > 16**3``
+    (``grad.t() @ x``) copies blocks of the transposed gradient (``m`` rounded up to 32 rows) and
+    accumulates a block of ``n`` (as the forward's ``m``) by ``min(k, 64)`` columns in fp32, the
+    whole ``(n, k)`` block once the reduction over ``m`` exceeds 512 rows (exact over m 1-3000, k 2-2000,
+    n 10-513; an upper bound for k = 1 and where the blocks do not divide ``n``). PyTorch hands oneDNN only products with ``m * k * n > 16**3``
     (``aten/src/ATen/native/mkldnn/Matmul.cpp``); smaller ones, and CPUs without oneDNN bfloat16
     kernels (AVX2), allocate none."""
 
@@ -281,9 +282,12 @@ def cpu_bf16_matmul_scratch(m: Expr, k: Expr, n: Expr) -> tuple[Expr, Expr, Expr
         block = ceildiv(m, ceildiv(m, 256))  # <= min(m, 256)
         return ceildiv(minimum(k, 512), 32) * 32 * 128 + block * minimum(n, 64) * 4 + 1024
 
-    rows = minimum(n, 256)
-    small = 2 * rows * m + 256 * rows + 128 * m + 1152
-    large = rows * (1088 + 4 * minimum(ceildiv(k, 64) * 64, 1024)) + 66688
+    # the weight gradient's rows (n) in equal blocks of at most 256, as the forward's; below 64 columns
+    # (k) the fp32 accumulator is k wide; m rounded up to 32 (one more block from 481 rows on)
+    n_block, m_pad = ceildiv(n, ceildiv(n, 256)), ceildiv(m, 32) * 32 + where(m > 480, 32, 0)
+    small = n_block * (4 * minimum(k, 64) + 2 * m_pad) + 128 * m_pad + 1152
+    small = where(k == 1, 128 * m_pad + 1280, small)
+    large = n_block * (1088 + 4 * where(k < 64, k, minimum(ceildiv(k, 64) * 64, 1024))) + 66688
     onednn = m * k * n > 4096
     return (
         where(onednn, forward(m, k, n), 0),
