@@ -1415,7 +1415,11 @@ def _groupnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     c, g = x[1], a.groups
     checks = [Check("groups divide channels", divides(g, c))]
     saved = _numel(x) + 2 * x[0] * g  # input + per-group mean and inverse std
-    mem = Mem(saves=("in0",), extra=((2 * x[0] * g, "f32"),), largest_param=c)
+    # the backward's per-sample, per-channel fp32 sums ``ds`` and ``db`` (``native_group_norm_backward``;
+    # allocator traces, torch 2.13: fp32 and bfloat16, (N, C), (N, C, L) and (N, C, H, W) inputs)
+    mem = Mem(
+        saves=("in0",), extra=((2 * x[0] * g, "f32"),), backward=((2 * x[0] * c, "f32"),), largest_param=c
+    )
     return OpInfo(
         [x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved, mem=mem
     )
@@ -1436,7 +1440,30 @@ def _rmsnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     rows = prod(x[: len(x) - a.dims])
     # PyTorch's CPU composite (pow, mean, rsqrt, mul, mul) keeps the input, two per-row statistics,
     # the normalized input and its scaled copy for backward (saved-tensor hooks, torch 2.13)
-    mem = Mem(saves=("in0",), extra=((2 * _numel(x), "act"), (2 * rows, "act")), largest_param=n)
+    numel = _numel(x)
+    # a 16-bit input (bfloat16 autocast): the composite (affine: the weight is fp32, so not the fused
+    # ``_fused_rms_norm``, which runs the same steps) computes on an fp32 copy (``input.to(opmath)``) and
+    # casts the result back. It keeps that copy, the per-row rsqrt and (affine) the normalized fp32
+    # input for backward, not the input; its forward holds one fp32 result with the output; eval: the
+    # copy, the normalized input and the scaled one at once (affine), else the copy, its square and
+    # the statistics. The backward is done with the output gradient and (affine) the normalized input
+    # before its peak, the square's backward: five fp32 tensors of the input's size, less the 16-bit
+    # input gradient the model counts there (cast after it). Allocator traces, torch 2.13, bfloat16
+    # autocast, AVX-512 and AVX2.
+    if a.affine:
+        kept, ev, bw = ((numel, "f32"),), ((2 * numel, "f32"), (numel, "act")), 4 * numel
+    else:
+        kept, ev, bw = (), ((numel, "f32"), (numel, "act"), (2 * rows, "f32")), 5 * numel
+    half = Mem(
+        extra=((numel, "f32"), (rows, "f32"), *kept),
+        workspace=((numel, "f32"),),
+        eval_workspace=ev,
+        backward=((bw, "f32"), (-numel, "act")),
+        releases_grad=True,
+    )
+    mem = Mem(
+        saves=("in0",), extra=((2 * numel, "act"), (2 * rows, "act")), largest_param=n, half=half
+    )
     params = n if a.affine else Const(0)
     return OpInfo([x], params=params, ops=4 * _numel(x), saved=3 * _numel(x) + 2 * rows, mem=mem)
 
