@@ -1444,31 +1444,35 @@ def _rmsnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
     n = prod(x[len(x) - a.dims :])
     rows = prod(x[: len(x) - a.dims])
-    # PyTorch's CPU composite (pow, mean, rsqrt, mul, mul) keeps the input, two per-row statistics,
-    # the normalized input and its scaled copy for backward (saved-tensor hooks, torch 2.13)
     numel = _numel(x)
-    # a 16-bit input (bfloat16 autocast): the composite (affine: the weight is fp32, so not the fused
-    # ``_fused_rms_norm``, which runs the same steps) computes on an fp32 copy (``input.to(opmath)``) and
-    # casts the result back. It keeps that copy, the per-row rsqrt and (affine) the normalized fp32
-    # input for backward, not the input; its forward holds one fp32 result with the output; eval: the
-    # copy, the normalized input and the scaled one at once (affine), else the copy, its square and
-    # the statistics. The backward is done with the output gradient and (affine) the normalized input
-    # before its peak, the square's backward: five fp32 tensors of the input's size, less the 16-bit
-    # input gradient the model counts there (cast after it). Allocator traces, torch 2.13, bfloat16
-    # autocast, AVX-512 and AVX2.
-    if a.affine:
-        kept, ev, bw = ((numel, "f32"),), ((2 * numel, "f32"), (numel, "act")), 4 * numel
-    else:
-        kept, ev, bw = (), ((numel, "f32"), (numel, "act"), (2 * rows, "f32")), 5 * numel
-    half = Mem(
-        extra=((numel, "f32"), (rows, "f32"), *kept),
-        workspace=((numel, "f32"),),
-        eval_workspace=ev,
-        backward=((bw, "f32"), (-numel, "act")),
-        releases_grad=True,
-    )
+    # PyTorch's CPU ``_fused_rms_norm`` (input and weight of one dtype): the square, the per-row mean and
+    # rsqrt, then the normalized input and (affine) its scaled copy, the output. It keeps the input, the
+    # rsqrt and (affine) the normalized input for backward; eval: the normalized input lives with the
+    # output (affine), else the square and the statistics are the peak. The backward is done with the
+    # output gradient and (affine) the normalized input before its peak, the square's backward: five
+    # tensors of the input's size, one of them the input gradient. A 16-bit input (bfloat16 autocast:
+    # the weight is fp32, so the composite, which runs the same steps) is first copied to fp32
+    # (``input.to(opmath)``), which is kept for backward instead of the input; the steps run in fp32 and
+    # the result is cast back (one more fp32 tensor with the output; eval: the copy, the normalized input
+    # and the scaled one at once); the 16-bit input gradient is cast after the peak. Allocator traces,
+    # torch 2.13, fp32 and bfloat16 autocast, AVX-512 and AVX2.
+    stats, normalized = ((rows, "f32"),), ((numel, "act"),) if a.affine else ()
     mem = Mem(
-        saves=("in0",), extra=((2 * numel, "act"), (2 * rows, "act")), largest_param=n, half=half
+        saves=("in0",),
+        extra=(*stats, *normalized),
+        eval_workspace=(*stats, *normalized) if a.affine else ((2 * rows, "f32"),),
+        backward=(((3 if a.affine else 4) * numel, "act"),),
+        releases_grad=True,
+        largest_param=n,
+        half=Mem(
+            extra=((numel, "f32"), *stats, *(((numel, "f32"),) if a.affine else ())),
+            workspace=((numel, "f32"),),
+            eval_workspace=((2 * numel, "f32"), (numel, "act"))
+            if a.affine
+            else ((numel, "f32"), (numel, "act"), (2 * rows, "f32")),
+            backward=(((4 if a.affine else 5) * numel, "f32"), (-numel, "act")),
+            releases_grad=True,
+        ),
     )
     params = n if a.affine else Const(0)
     return OpInfo([x], params=params, ops=4 * _numel(x), saved=3 * _numel(x) + 2 * rows, mem=mem)
