@@ -1452,29 +1452,38 @@ def _rmsnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     # rsqrt and (affine) the normalized input for backward; eval: the normalized input lives with the
     # output (affine), else the square and the statistics are the peak. The backward is done with the
     # output gradient and (affine) the normalized input before its peak, the square's backward: five
-    # tensors of the input's size, one of them the input gradient. A 16-bit input (bfloat16 autocast:
+    # tensors of the input's size, one of them the input gradient (an input without a gradient: the
+    # weight's gradient at the input's size, then summed). A 16-bit input (bfloat16 autocast:
     # the weight is fp32, so the composite, which runs the same steps) is first copied to fp32
     # (``input.to(opmath)``), which is kept for backward instead of the input; the steps run in fp32 and
     # the result is cast back (one more fp32 tensor with the output; eval: the copy, the normalized input
     # and the scaled one at once); the 16-bit input gradient is cast after the peak. Allocator traces,
     # torch 2.13, fp32 and bfloat16 autocast, AVX-512 and AVX2.
-    stats, normalized = ((rows, "f32"),), ((numel, "act"),) if a.affine else ()
+    stats = ((rows, "f32"),)
+    if a.affine:
+        normalized, copy_normalized = ((numel, "act"),), ((numel, "f32"),)
+        eval_half: Sizes = ((2 * numel, "f32"), (numel, "act"))
+        frozen_half: Sizes = ((numel, "f32"), (numel, "act"))
+    else:
+        normalized = copy_normalized = frozen_half = ()
+        eval_half = ((numel, "f32"), (numel, "act"), (2 * rows, "f32"))
+    half = Mem(
+        extra=((numel, "f32"), *stats, *copy_normalized),
+        workspace=((numel, "f32"),),
+        eval_workspace=eval_half,
+        backward=(((4 if a.affine else 5) * numel, "f32"), (-numel, "act")),
+        backward_frozen=frozen_half,
+        releases_grad=True,
+    )
     mem = Mem(
         saves=("in0",),
         extra=(*stats, *normalized),
         eval_workspace=(*stats, *normalized) if a.affine else ((2 * rows, "f32"),),
         backward=(((3 if a.affine else 4) * numel, "act"),),
+        backward_frozen=normalized,
         releases_grad=True,
         largest_param=n,
-        half=Mem(
-            extra=((numel, "f32"), *stats, *(((numel, "f32"),) if a.affine else ())),
-            workspace=((numel, "f32"),),
-            eval_workspace=((2 * numel, "f32"), (numel, "act"))
-            if a.affine
-            else ((numel, "f32"), (numel, "act"), (2 * rows, "f32")),
-            backward=(((4 if a.affine else 5) * numel, "f32"), (-numel, "act")),
-            releases_grad=True,
-        ),
+        half=half,
     )
     params = n if a.affine else Const(0)
     return OpInfo([x], params=params, ops=4 * _numel(x), saved=3 * _numel(x) + 2 * rows, mem=mem)
