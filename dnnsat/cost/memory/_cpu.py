@@ -270,13 +270,13 @@ def cpu_bf16_matmul_scratch(m: Expr, k: Expr, n: Expr) -> tuple[Expr, Expr, Expr
     accumulator of 64 columns and 1 KB), within 35 % beyond; the accumulator's rows are one of the
     equal blocks the ``m`` rows are split into, at most 256 (the fewest blocks that divide ``m``:
     ``ceil(m / ceil(m / 256))`` is exact where that count divides ``m``, an upper bound elsewhere;
-    105 shapes, m 130-3000, never under); the weight gradient
-    (``grad.t() @ x``) copies blocks of the transposed gradient (``m`` rounded up to 32 rows) and
-    accumulates a block of ``n`` (as the forward's ``m``) by ``min(k, 64)`` columns in fp32, the
-    whole ``(n, k)`` block once the reduction over ``m`` exceeds 512 rows (exact over m 1-3000, k 2-2000,
-    n 10-513; an upper bound for k = 1 and where the blocks do not divide ``n``). PyTorch hands oneDNN only products with ``m * k * n > 16**3``
-    (``aten/src/ATen/native/mkldnn/Matmul.cpp``); smaller ones, and CPUs without oneDNN bfloat16
-    kernels (AVX2), allocate none."""
+    105 shapes, m 130-3000, never under); the weight gradient (``grad.t() @ x``) copies blocks of
+    the transposed gradient (``m`` rounded up to 32 rows) and accumulates a block of ``n`` (as the
+    forward's ``m``) by ``min(k, 64)`` columns in fp32, the whole ``(n, k)`` block once the reduction
+    over ``m`` exceeds 512 rows (exact over m 1-3000, k 2-2000, n 10-513; an upper bound for k = 1 and
+    where the blocks do not divide ``n``). PyTorch hands oneDNN only products with ``m * k * n >
+    16**3`` (``aten/src/ATen/native/mkldnn/Matmul.cpp``); smaller ones, and CPUs without oneDNN
+    bfloat16 kernels (AVX2), allocate none."""
 
     def forward(m: Expr, k: Expr, n: Expr) -> Expr:
         block = ceildiv(m, ceildiv(m, 256))  # <= min(m, 256)
