@@ -1375,14 +1375,16 @@ def _batchnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     ]
     saved = _numel(x) + 4 * c  # input + per-channel batch mean, inverse std and running statistics
     # batch mean and inverse std (fp32) kept for backward; running mean/var (fp32) + a step counter
-    # the backward computes into an input-sized buffer besides the input gradient
-    # (``native_batch_norm_backward``); eval computes a per-channel fp32 scale and shift with the output
-    # (``batch_norm_cpu_inference``); allocator traces, torch 2.13: fp32 and bfloat16 inputs of rank 2-4
+    # the backward computes into an input-sized buffer besides the input gradient, not when the input
+    # needs none (``native_batch_norm_backward``); eval computes a per-channel fp32 scale and shift with
+    # the output (``batch_norm_cpu_inference``); allocator traces, torch 2.13: fp32 and bfloat16 inputs
+    # of rank 2-4
     mem = Mem(
         saves=("in0",),
         extra=((2 * c, "f32"),),
         eval_workspace=((2 * c, "f32"),),
         backward=((_numel(x), "act"),),
+        backward_frozen=(),
         largest_param=c,
         buffers=((2 * c, "f32"), (Const(1), "i64")),
     )

@@ -484,7 +484,7 @@ class _Model:
             # (seen in the aten op log of a FakeTensorMode CUDA forward, benchmarks/fake_memory.py)
             fwd = (*fwd, *mem.extra)
         b = self.tensor_bytes(node.output)
-        frozen = mem.backward_frozen or mem.backward
+        frozen = mem.backward if mem.backward_frozen is None else mem.backward_frozen
         return self.sizes(fwd, b), self.sizes(mem.backward, b), self.sizes(frozen, b)
 
     def kept_extra(self, node: Node) -> Expr:
