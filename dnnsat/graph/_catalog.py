@@ -1461,7 +1461,9 @@ def _rmsnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     # the result is cast back (one more fp32 tensor with the output; eval: the copy, the normalized input
     # and the scaled one at once); the 16-bit input gradient is cast after the peak. Allocator traces,
     # torch 2.13, fp32 and bfloat16 autocast, AVX-512 and AVX2.
-    stats = ((rows, "f32"),)
+    stats: Sizes = ((rows, "f32"),)
+    normalized: Sizes
+    copy_normalized: Sizes
     if a.affine:
         normalized, copy_normalized = ((numel, "act"),), ((numel, "f32"),)
         eval_half: Sizes = ((2 * numel, "f32"), (numel, "act"))
