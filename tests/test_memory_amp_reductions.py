@@ -35,6 +35,9 @@ CASES: dict[str, Case] = {
     "mean_last_but_one": (lambda: Reduce(7, 50, 10, "mean", -2, False), (3, 5, 7, 7)),
     "sum_tokens": (lambda: Reduce(96, 130, 10, "sum", 1, False), (8, 64, 96)),
     "sum_batch_keepdim": (lambda: Reduce(33, 300, 3, "sum", 0, True), (32, 5, 33)),
+    # a sum's backward hands an expanded gradient on to the linear (batch 1, or a 2-D sum over rows)
+    "sum_tokens_batch1": (lambda: Reduce(33, 300, 3, "sum", 1, False), (1, 17, 33)),
+    "sum_rows_2d": (lambda: Reduce(33, 300, 3, "sum", 0, True), (17, 33)),
     # normalizations: with and without affine parameters, 2-D and 3-D, groups
     "layernorm_plain_2d": (lambda: Norm("layernorm", 33, 300, 3, 0, False), (51, 33)),
     "rmsnorm": (lambda: Norm("rmsnorm", 96, 130, 3, 0, True), (192, 96)),

@@ -24,6 +24,7 @@ from ._cpu import (
     cpu_bf16_matmul_scratch,
     cpu_conv_transpose_working_sets,
     cpu_conv_working_sets,
+    expanded_linear_grad,
 )
 from ._footprint import cublas_workspace, footprint
 
@@ -545,6 +546,10 @@ class _Model:
         """
         net = self.net
         self.half: dict[int, bool] = {}
+        self.consumers: dict[int, list[Node]] = {}  # tensor -> the ops that read it
+        for node in net.ops():
+            for i in node.inputs:
+                self.consumers.setdefault(i, []).append(node)
         # node -> (input, bytes of one copy, copies, an autocast cast: else TensorIterator's)
         self.casts: dict[int, list[tuple[str, Expr, int, bool]]] = {}
         self.saved_copies: dict[int, set[str]] = {}  # node -> inputs whose cast copies it saves
@@ -666,7 +671,10 @@ class _Model:
         else:  # attention: the widest projection (q or out: model width and heads * head_dim)
             own = node.attrs.get("head_dim")
             n = k if own is None else maximum(k, node.attrs.heads * own)
-        mm_fwd, mm_data, mm_weight = cpu_bf16_matmul_scratch(rows, k, n)
+        expanded = None
+        if node.op == "linear":
+            expanded = expanded_linear_grad(self.net, node, self.consumers.get(node.output, []))
+        mm_fwd, mm_data, mm_weight = cpu_bf16_matmul_scratch(rows, k, n, expanded)
         return fwd + mm_fwd, maximum(mm_data, mm_weight) - slack, mm_weight
 
     def loss_scalars(self) -> Expr:
