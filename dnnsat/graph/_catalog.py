@@ -1387,6 +1387,7 @@ def _batchnorm(ins: list[Shape], a: Attrs) -> OpInfo:
         backward_frozen=(),
         largest_param=c,
         buffers=((2 * c, "f32"), (Const(1), "i64")),
+        cpu_kernels=True,
     )
     return OpInfo(
         [x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved, mem=mem
@@ -1428,7 +1429,11 @@ def _groupnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     # the backward's per-sample, per-channel fp32 sums ``ds`` and ``db`` (``native_group_norm_backward``;
     # allocator traces, torch 2.13: fp32 and bfloat16, (N, C), (N, C, L) and (N, C, H, W) inputs)
     mem = Mem(
-        saves=("in0",), extra=((2 * x[0] * g, "f32"),), backward=((2 * x[0] * c, "f32"),), largest_param=c
+        saves=("in0",),
+        extra=((2 * x[0] * g, "f32"),),
+        backward=((2 * x[0] * c, "f32"),),
+        largest_param=c,
+        cpu_kernels=True,
     )
     return OpInfo(
         [x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved, mem=mem
@@ -1487,6 +1492,7 @@ def _rmsnorm(ins: list[Shape], a: Attrs) -> OpInfo:
         backward_frozen=normalized,
         releases_grad=True,
         largest_param=n,
+        cpu_kernels=True,
         half=half,
     )
     params = n if a.affine else Const(0)
