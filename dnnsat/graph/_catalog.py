@@ -121,7 +121,10 @@ class Mem:
     alone (not where a residual ``add``'s other input keeps the same storage);
     ``buffers``: non-trainable state (running statistics); ``grad_alias``: the backward hands the
     output gradient itself to the inputs (``add``); ``cpu_kernels``: the working sets describe CPU
-    kernels only (a GPU model estimates its own).
+    kernels only (a GPU model estimates its own); ``half``: the rule where the op's CPU kernel gets a
+    16-bit input (bfloat16 autocast, a 16-bit budget) and computes in fp32 (ATen's ``mean`` casts its
+    input and its result to fp32; ``rms_norm``'s composite keeps fp32 tensors for backward); its
+    parameters and buffers stay this rule's.
     """
 
     saves: tuple[str, ...] = ()
@@ -139,6 +142,7 @@ class Mem:
     buffers: Sizes = ()
     grad_alias: bool = False
     cpu_kernels: bool = False
+    half: Mem | None = None
 
 
 @dataclass
@@ -1466,8 +1470,19 @@ def _batchnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     ]
     saved = _numel(x) + 4 * c  # input + per-channel batch mean, inverse std and running statistics
     # batch mean and inverse std (fp32) kept for backward; running mean/var (fp32) + a step counter
+    # the backward computes into an input-sized buffer besides the input gradient, not when the input
+    # needs none (``native_batch_norm_backward``); eval computes a per-channel fp32 scale and shift with
+    # the output (``batch_norm_cpu_inference``); allocator traces, torch 2.13: fp32 and bfloat16 inputs
+    # of rank 2-4
     mem = Mem(
-        saves=("in0",), extra=((2 * c, "f32"),), largest_param=c, buffers=((2 * c, "f32"), (Const(1), "i64"))
+        saves=("in0",),
+        extra=((2 * c, "f32"),),
+        eval_workspace=((2 * c, "f32"),),
+        backward=((_numel(x), "act"),),
+        backward_frozen=(),
+        largest_param=c,
+        buffers=((2 * c, "f32"), (Const(1), "i64")),
+        cpu_kernels=True,
     )
     return OpInfo(
         [x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved, mem=mem
@@ -1506,7 +1521,15 @@ def _groupnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     c, g = x[1], a.groups
     checks = [Check("groups divide channels", divides(g, c))]
     saved = _numel(x) + 2 * x[0] * g  # input + per-group mean and inverse std
-    mem = Mem(saves=("in0",), extra=((2 * x[0] * g, "f32"),), largest_param=c)
+    # the backward's per-sample, per-channel fp32 sums ``ds`` and ``db`` (``native_group_norm_backward``;
+    # allocator traces, torch 2.13: fp32 and bfloat16, (N, C), (N, C, L) and (N, C, H, W) inputs)
+    mem = Mem(
+        saves=("in0",),
+        extra=((2 * x[0] * g, "f32"),),
+        backward=((2 * x[0] * c, "f32"),),
+        largest_param=c,
+        cpu_kernels=True,
+    )
     return OpInfo(
         [x], checks, params=2 * c if a.affine else Const(0), ops=5 * _numel(x), saved=saved, mem=mem
     )
@@ -1525,9 +1548,48 @@ def _rmsnorm(ins: list[Shape], a: Attrs) -> OpInfo:
     (x,) = ins
     n = prod(x[len(x) - a.dims :])
     rows = prod(x[: len(x) - a.dims])
-    # PyTorch's CPU composite (pow, mean, rsqrt, mul, mul) keeps the input, two per-row statistics,
-    # the normalized input and its scaled copy for backward (saved-tensor hooks, torch 2.13)
-    mem = Mem(saves=("in0",), extra=((2 * _numel(x), "act"), (2 * rows, "act")), largest_param=n)
+    numel = _numel(x)
+    # PyTorch's CPU ``_fused_rms_norm`` (input and weight of one dtype): the square, the per-row mean and
+    # rsqrt, then the normalized input and (affine) its scaled copy, the output. It keeps the input, the
+    # rsqrt and (affine) the normalized input for backward; eval: the normalized input lives with the
+    # output (affine), else the square and the statistics are the peak. The backward is done with the
+    # output gradient and (affine) the normalized input before its peak, the square's backward: five
+    # tensors of the input's size, one of them the input gradient (an input without a gradient: the
+    # weight's gradient at the input's size, then summed). A 16-bit input (bfloat16 autocast:
+    # the weight is fp32, so the composite, which runs the same steps) is first copied to fp32
+    # (``input.to(opmath)``), which is kept for backward instead of the input; the steps run in fp32 and
+    # the result is cast back (one more fp32 tensor with the output; eval: the copy, the normalized input
+    # and the scaled one at once); the 16-bit input gradient is cast after the peak. Allocator traces,
+    # torch 2.13, fp32 and bfloat16 autocast, AVX-512 and AVX2.
+    stats: Sizes = ((rows, "f32"),)
+    normalized: Sizes
+    copy_normalized: Sizes
+    if a.affine:
+        normalized, copy_normalized = ((numel, "act"),), ((numel, "f32"),)
+        eval_half: Sizes = ((2 * numel, "f32"), (numel, "act"))
+        frozen_half: Sizes = ((numel, "f32"), (numel, "act"))
+    else:
+        normalized = copy_normalized = frozen_half = ()
+        eval_half = ((numel, "f32"), (numel, "act"), (2 * rows, "f32"))
+    half = Mem(
+        extra=((numel, "f32"), *stats, *copy_normalized),
+        workspace=((numel, "f32"),),
+        eval_workspace=eval_half,
+        backward=(((4 if a.affine else 5) * numel, "f32"), (-numel, "act")),
+        backward_frozen=frozen_half,
+        releases_grad=True,
+    )
+    mem = Mem(
+        saves=("in0",),
+        extra=(*stats, *normalized),
+        eval_workspace=(*stats, *normalized) if a.affine else ((2 * rows, "f32"),),
+        backward=(((3 if a.affine else 4) * numel, "act"),),
+        backward_frozen=normalized,
+        releases_grad=True,
+        largest_param=n,
+        cpu_kernels=True,
+        half=half,
+    )
     params = n if a.affine else Const(0)
     return OpInfo([x], params=params, ops=4 * _numel(x), saved=3 * _numel(x) + 2 * rows, mem=mem)
 
@@ -1689,7 +1751,11 @@ def _mean(ins: list[Shape], a: Attrs) -> OpInfo:
     """Mean over dimension ``dim`` (removed)."""
     (x,) = ins
     y = tuple(d for i, d in enumerate(x) if i != a.dim)
-    return OpInfo([y], ops=_numel(x))
+    # a 16-bit input on the CPU: ``mean_out`` sums an fp32 copy of the input into an fp32 result, then
+    # casts it back (``aten/src/ATen/native/ReduceOps.cpp``; allocator traces, torch 2.13, bfloat16
+    # autocast, every dim, keepdim or not, AVX-512 and AVX2); ``sum`` accumulates without a copy
+    half = Mem(workspace=((_numel(x), "f32"), (_numel(y), "f32")))
+    return OpInfo([y], ops=_numel(x), mem=Mem(half=half))
 
 
 @_mean.torch

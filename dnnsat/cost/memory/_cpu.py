@@ -25,6 +25,7 @@ __all__ = [
     "cpu_conv_working_sets",
     "cpu_conv_transpose_working_sets",
     "cpu_bf16_matmul_scratch",
+    "expanded_linear_grad",
     "CONV_OPS",
 ]
 
@@ -262,7 +263,9 @@ def cpu_conv_working_sets(
     return sets[0] * nbytes, sets[1] * nbytes, sets[2] * nbytes
 
 
-def cpu_bf16_matmul_scratch(m: Expr, k: Expr, n: Expr) -> tuple[Expr, Expr, Expr]:
+def cpu_bf16_matmul_scratch(
+    m: Expr, k: Expr, n: Expr, expanded_grad: Expr | None = None
+) -> tuple[Expr, Expr, Expr]:
     """Scratchpad bytes of oneDNN's bfloat16 matmul (brgemm) for ``(m, k) @ (k, n)``, as ``linear``
     runs it under CPU autocast: (forward, input gradient, weight gradient). Read off allocator traces
     (torch 2.13, one intra-op thread, avx512_core_bf16) of ``addmm``/``mm`` over m 8-4096, k and n
@@ -270,26 +273,47 @@ def cpu_bf16_matmul_scratch(m: Expr, k: Expr, n: Expr) -> tuple[Expr, Expr, Expr
     accumulator of 64 columns and 1 KB), within 35 % beyond; the accumulator's rows are one of the
     equal blocks the ``m`` rows are split into, at most 256 (the fewest blocks that divide ``m``:
     ``ceil(m / ceil(m / 256))`` is exact where that count divides ``m``, an upper bound elsewhere;
-    105 shapes, m 130-3000, never under); the weight gradient
-    (``grad.t() @ x``) copies blocks of the transposed gradient and accumulates the whole
-    ``(n, k)`` block in fp32 once the reduction over ``m`` exceeds 512 rows (within 15 % except for
-    n or k below 64). PyTorch hands oneDNN only products with ``m * k * n > 16**3``
-    (``aten/src/ATen/native/mkldnn/Matmul.cpp``); smaller ones, and CPUs without oneDNN bfloat16
-    kernels (AVX2), allocate none."""
+    105 shapes, m 130-3000, never under); the weight gradient (``grad.t() @ x``) copies blocks of
+    the transposed gradient (``m`` rounded up to 32 rows) and accumulates a block of ``n`` (as the
+    forward's ``m``) by ``min(k, 64)`` columns in fp32, the whole ``(n, k)`` block once the reduction
+    over ``m`` exceeds 512 rows (exact over m 1-3000, k 2-2000, n 10-513; an upper bound for k = 1 and
+    where the blocks do not divide ``n``). ``expanded_grad`` (a condition): the output gradient is an
+    expanded view (:func:`expanded_linear_grad`), which ``mm`` first clones in the transposed layout, so
+    oneDNN copies no blocks of it (up to 512 rows; beyond, an upper bound). PyTorch hands oneDNN only
+    products with ``m * k * n > 16**3`` (``aten/src/ATen/native/mkldnn/Matmul.cpp``); smaller ones, and
+    CPUs without oneDNN bfloat16 kernels (AVX2), allocate none."""
 
     def forward(m: Expr, k: Expr, n: Expr) -> Expr:
         block = ceildiv(m, ceildiv(m, 256))  # <= min(m, 256)
         return ceildiv(minimum(k, 512), 32) * 32 * 128 + block * minimum(n, 64) * 4 + 1024
 
-    rows = minimum(n, 256)
-    small = 2 * rows * m + 256 * rows + 128 * m + 1152
-    large = rows * (1088 + 4 * minimum(ceildiv(k, 64) * 64, 1024)) + 66688
+    # the weight gradient's rows (n) in equal blocks of at most 256, as the forward's; below 64 columns
+    # (k) the fp32 accumulator is k wide; m rounded up to 32 (one more block from 481 rows on)
+    n_block, m_pad = ceildiv(n, ceildiv(n, 256)), ceildiv(m, 32) * 32 + where(m > 480, 32, 0)
+    copied = 2 * m_pad if expanded_grad is None else where(expanded_grad, 0, 2 * m_pad)
+    small = n_block * (4 * minimum(k, 64) + copied) + 128 * m_pad + 1152
+    small = where(k == 1, 128 * m_pad + 1280, small)
+    large = n_block * (1088 + 4 * where(k < 64, k, minimum(ceildiv(k, 64) * 64, 1024))) + 66688
     onednn = m * k * n > 4096
     return (
         where(onednn, forward(m, k, n), 0),
         where(onednn, forward(m, n, k), 0),
         where(onednn & (m <= 512), small, where(onednn, large, 0)),
     )
+
+
+def expanded_linear_grad(net: Network, node: Node, consumers: list[Node]) -> Expr | None:
+    """When the gradient of a ``linear``'s output reaches its backward as an expanded view: its one
+    consumer is a ``sum`` over a dimension other than the last (whose backward expands the gradient)
+    and every other dimension but the last has size 1, so the linear's reshape to ``(rows, n)`` stays a
+    view (allocator traces, torch 2.13: ``sum`` over the tokens of a batch of 1); None if it never is."""
+    if len(consumers) != 1 or consumers[0].op != "sum":
+        return None
+    shape = net.tensors[node.output].shape
+    dim = consumers[0].attrs.dim % len(shape)
+    if dim == len(shape) - 1:
+        return None
+    return prod(shape[:-1]) == shape[dim]
 
 
 def _as_2d(x: Shape, y: Shape, a: Attrs) -> tuple[Shape, Shape, Attrs]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...expr import Const, Expr, any_, ceildiv, maximum, minimum, substitute, sum_, where
 from ...graph import Network, Node
-from ...graph._catalog import CATALOG, Attrs, Sizes, prod
+from ...graph._catalog import CATALOG, Attrs, Mem, Sizes, prod
 from ...graph._gates import _implies, _split_gate
 from .._cpu_backend import CpuBackend, detect_cpu_backend
 from ._cpu import (
@@ -24,6 +24,7 @@ from ._cpu import (
     cpu_bf16_matmul_scratch,
     cpu_conv_transpose_working_sets,
     cpu_conv_working_sets,
+    expanded_linear_grad,
 )
 from ._footprint import cublas_workspace, footprint
 
@@ -162,7 +163,7 @@ class _Model:
                     alias[out] += [(eff & c, r) for c, r in alias[ti]]
                 needs_grad[out] = any(needs_grad[ti] for _, ti in node.cases)
                 continue
-            mem = node.info.mem
+            mem = self.mem(node)
             ins = node.inputs
             if node.op == "input":
                 alias[out] = []
@@ -201,7 +202,7 @@ class _Model:
                     self.roots[r].uses.append((node.index, c & node.gate))
             if node.info is None or node.op in ("input", "parameter"):
                 continue
-            mem = node.info.mem
+            mem = self.mem(node)
             if node.output not in self.roots:  # a view
                 continue
             # add's backward hands its output gradient to both inputs: the input produced first keeps
@@ -452,7 +453,7 @@ class _Model:
 
     def _kernel_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
         """:meth:`working_sets` as the kernels see contiguous inputs."""
-        mem = node.info.mem  # type: ignore[union-attr]
+        mem = self.mem(node)
         if node.op in CONV_OPS and self.backend is not None:
             if node.index not in self.conv_sets:
                 x, y = self.net.tensors[node.inputs[0]].shape, self.net.tensors[node.output].shape
@@ -487,7 +488,7 @@ class _Model:
             # (seen in the aten op log of a FakeTensorMode CUDA forward, benchmarks/fake_memory.py)
             fwd = (*fwd, *mem.extra)
         b = self.tensor_bytes(node.output)
-        frozen = mem.backward_frozen or mem.backward
+        frozen = mem.backward if mem.backward_frozen is None else mem.backward_frozen
         return self.sizes(fwd, b), self.sizes(mem.backward, b), self.sizes(frozen, b)
 
     def kept_extra(self, node: Node) -> Expr:
@@ -496,7 +497,7 @@ class _Model:
         16 bits and the cast copies of the inputs it saves, released by the op's backward."""
         if not self.train:
             return Const(0)
-        kept = self.sizes(node.info.mem.extra, self.tensor_bytes(node.output))  # type: ignore[union-attr]
+        kept = self.sizes(self.mem(node).extra, self.tensor_bytes(node.output))
         if self.keeps_weights(node):
             kept = kept + self.param_grad_bytes(node, 2)
         saved = self.saved_copies.get(node.index, ())
@@ -521,6 +522,14 @@ class _Model:
         return self.mixed and CATALOG[node.op].autocast.policy(self.gpu) == "lower"
 
     # -- mixed precision: torch.autocast -------------------------------------------------------------
+    def mem(self, node: Node) -> Mem:
+        """The catalog's memory rule of ``node``: its ``half`` variant where a CPU kernel gets a 16-bit
+        first input (:class:`~dnnsat.graph._catalog.Mem`)."""
+        mem = node.info.mem  # type: ignore[union-attr]
+        if mem.half is not None and not self.gpu and node.inputs and self.tensor_bytes(node.inputs[0]) == 2:
+            return mem.half
+        return mem
+
     def tensor_bytes(self, index: int) -> int:
         """Bytes per element of tensor ``index`` (int64 8, bool 1; mixed precision: 2 for 16-bit, else 4)."""
         dtype = self.net.tensors[index].dtype
@@ -543,6 +552,10 @@ class _Model:
         """
         net = self.net
         self.half: dict[int, bool] = {}
+        self.consumers: dict[int, list[Node]] = {}  # tensor -> the ops that read it
+        for node in net.ops():
+            for i in node.inputs:
+                self.consumers.setdefault(i, []).append(node)
         # node -> (input, bytes of one copy, copies, an autocast cast: else TensorIterator's)
         self.casts: dict[int, list[tuple[str, Expr, int, bool]]] = {}
         self.saved_copies: dict[int, set[str]] = {}  # node -> inputs whose cast copies it saves
@@ -575,7 +588,7 @@ class _Model:
                 ]
             if casts:
                 self.casts[node.index] = casts
-                saves = set(node.info.mem.saves) if self.train else set()
+                saves = set(self.mem(node).saves) if self.train else set()
                 self.saved_copies[node.index] = {s for s, _, _, cast in casts if cast and s in saves}
 
     # -- activation checkpointing --------------------------------------------------------------------
@@ -636,7 +649,7 @@ class _Model:
             bw, mixed_bw = bw_frozen, mixed_frozen
         total = maximum(bw + mixed_bw, 0) if self.mixed else bw
         root = self.roots.get(op.output)
-        if op.info.mem.releases_grad and self.input_grad(op) and root is not None and root.grad_uses:  # type: ignore[union-attr]
+        if self.mem(op).releases_grad and self.input_grad(op) and root is not None and root.grad_uses:
             owned = any_(c for _, c, _ in root.grad_uses)  # its own gradient storage
             total = total - where(owned, root.size, 0)
         return total
@@ -671,7 +684,10 @@ class _Model:
         else:  # attention: the widest projection (q or out: model width and heads * head_dim)
             own = node.attrs.get("head_dim")
             n = k if own is None else maximum(k, node.attrs.heads * own)
-        mm_fwd, mm_data, mm_weight = cpu_bf16_matmul_scratch(rows, k, n)
+        expanded = None
+        if node.op == "linear":
+            expanded = expanded_linear_grad(self.net, node, self.consumers.get(node.output, []))
+        mm_fwd, mm_data, mm_weight = cpu_bf16_matmul_scratch(rows, k, n, expanded)
         return fwd + mm_fwd, maximum(mm_data, mm_weight) - slack, mm_weight
 
     def loss_scalars(self) -> Expr:
