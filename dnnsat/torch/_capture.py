@@ -77,6 +77,8 @@ class _Trace(Recorder):
         self.stack: list[str] = []
         self.depth = 0  # handlers running: their own tensors are not the model's
         self.held: dict[int, int] = {}  # tensor index -> last node emitted while Python held it
+        self.scratches: list[_Trace] = []  # forwards run while building (see :meth:`scratch`)
+        self.settled: set[int] = set()  # ids of the scratch networks' rules already decided
 
     # guards --------------------------------------------------------------------------------------
     def guard(self, cond: Expr, outcome: bool) -> None:
@@ -202,6 +204,34 @@ class _Trace(Recorder):
         if self.forward:
             self.held[index] = max(self.held.get(index, -1), len(self.net.nodes) - 1)
 
+    # forwards run while building ---------------------------------------------------------------
+    def scratch(self) -> _Trace:
+        """A trace for a module called while building (a dummy forward that computes a flatten size):
+        its own network, parameters and claims (nothing of it is the model's: no op, no parameter
+        counted), the same configuration, guards and remembered shapes. Its results are symbolic
+        tensors, so sizes read off them are :class:`SymInt` (never the first configuration's values);
+        :meth:`settle` makes its ops' validity rules guards of this trace."""
+        s = _Trace(self.env, self.box, self.finite, self.cache)
+        s.guards, s.memo, s.shapes, s.forward = self.guards, self.memo, self.shapes, True
+        self.scratches.append(s)
+        return s
+
+    def settle(self) -> None:
+        """Decide the validity rules of the scratch networks' ops at this configuration: each one is a
+        guard, and one that fails rejects the configuration (as the forward raising in PyTorch)."""
+        for s in self.scratches:
+            rules = s.net.checks() + [
+                (f"{s.net.nodes[n].label}: {c.rule}", c.expr) for n, cs in s.binds.items() for c in cs
+            ]
+            for name, rule in rules:
+                if id(rule) in self.settled:
+                    continue
+                self.settled.add(id(rule))
+                holds = bool(_evaluate(rule, self.env, self.memo))
+                self.guard(rule, holds)
+                if not holds:
+                    raise RuntimeError(f"a forward run while building the model fails: {name}")
+
     def apply(self, op: str, method: Callable[..., Tensor], *args: Any, **kwargs: Any) -> STensor:
         """Add one op through the Network method ``method`` (named after the current module)."""
         return STensor(self, method(*args, name=self._name(op, self.where()), **kwargs))
@@ -240,7 +270,36 @@ def _fixed_args(x: Any) -> Any:
     return fixed(x)
 
 
-_CONSTRUCTORS = _device_constructors()
+# constructors whose values come from their arguments: while building they make real (CPU) tensors, so
+# code that computes with them runs as on a real device (RegNet's stage widths: ``torch.arange(depth) *
+# w_a + w_0``, rounded, ``.int().tolist()``); :func:`_to_meta` moves what the module keeps to ``meta``
+_VALUES = frozenset(
+    getattr(torch, n)
+    for n in ("tensor", "as_tensor", "asarray", "scalar_tensor", "arange", "range", "linspace", "logspace",
+              "tril_indices", "triu_indices")
+)  # fmt: skip
+_ON_META = _device_constructors() - _VALUES
+
+
+def _placed(func: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` of a torch call while building: a constructor given no device makes a meta tensor
+    (as under ``with torch.device("meta")``), except those of :data:`_VALUES`."""
+    if func in _ON_META and kwargs.get("device") is None:
+        return {**kwargs, "device": "meta"}
+    return kwargs
+
+
+def _to_meta(module: nn.Module) -> None:
+    """Move the parameters and buffers ``module`` holds on a real device (made from data while
+    building, see :data:`_VALUES`) to ``meta``, as all others: a forward on ``meta`` inputs uses them."""
+    module._apply(lambda t: t if t.is_meta else t.to("meta"))
+
+
+class _OnMeta(TorchFunctionMode):
+    """Building on the meta device (``TorchModel.measure``): :func:`_placed` for every call."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **_placed(func, kwargs or {}))
 
 
 class _Mode(TorchFunctionMode):
@@ -252,9 +311,7 @@ class _Mode(TorchFunctionMode):
         self.trace = trace
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        if func in _CONSTRUCTORS and kwargs.get("device") is None:  # as ``with torch.device("meta")``
-            kwargs = {**kwargs, "device": "meta"}
+        kwargs = _placed(func, kwargs or {})
         tr = self.trace
         name = getattr(func, "__name__", "")
         if name in ("__get__", "size") and args and isinstance(args[0], torch.Tensor):
@@ -267,8 +324,14 @@ class _Mode(TorchFunctionMode):
             and args[0].is_meta
         ):
             return args[0]  # initialising a meta tensor: no data, nothing to do
-        if tr.forward and any(isinstance(a, STensor | nn.Parameter) for a in _flat(args, kwargs)):
-            return tr.call(name, tuple(args), dict(kwargs))
+        flat = _flat(args, kwargs)
+        owner = next(
+            (a._trace for a in flat if isinstance(a, STensor)), None
+        )  # a scratch's, see _Trace.scratch
+        if owner is None and tr.forward and any(isinstance(a, nn.Parameter) for a in flat):
+            owner = tr
+        if owner is not None:
+            return owner.call(name, tuple(args), dict(kwargs))
         if name in _FACTORIES:
             size = _factory_size(name, args, kwargs)
             if size is not None:

@@ -3,6 +3,7 @@ opaque secondary outputs that may not be used."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -35,6 +36,9 @@ class STensor:
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[fixed(dim)]
+
+    def numel(self) -> Any:
+        return math.prod(self.shape)
 
     def dim(self) -> int:
         return self._t.ndim
