@@ -10,10 +10,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 import dnnsat as ds  # noqa: E402
@@ -88,6 +90,14 @@ class LeNet(nn.Module):
                 n = torch.flatten(out, 1).shape[1]
             elif read == "prod":
                 n = math.prod(out.shape[1:])
+            elif read == "data":  # the classic tutorial form
+                n = out.data.view(1, -1).size(1)
+            elif read == "size_numel":
+                n = out.shape[1:].numel()
+            elif read == "detach":
+                n = out.detach().flatten(1).shape[-1]
+            elif read == "numpy":  # a plain int: each size is pinned (a region per value), still exact
+                n = int(np.prod(out.size()[1:]))
             else:
                 n = out.shape[1] * out.shape[2] * out.shape[3]
         self.fc = nn.Linear(n, 10)
@@ -99,9 +109,11 @@ class LeNet(nn.Module):
 LENET = {"w": [4, 6, 8, 16], "res": [8, 12, 16, 28, 32, 36], "batch": [1, 3]}
 
 
-@pytest.mark.parametrize("read", ["numel", "view", "size", "flatten", "prod", "shape"])
+@pytest.mark.parametrize(
+    "read", ["numel", "view", "size", "flatten", "prod", "shape", "data", "size_numel", "detach", "numpy"]
+)
 def test_lenet_flatten_size_from_a_dummy_forward(read: str) -> None:
-    valid, total = assert_exact_everywhere(LENET, lambda cfg: LeNet(cfg, read))
+    valid, total = assert_exact_everywhere(LENET, lambda cfg: LeNet(cfg, read), 17 if read == "numpy" else 8)
     assert (valid, total) == (32, 48)  # res 8 and 12 are too small for two 5x5 convs and two pools
 
 
@@ -148,6 +160,35 @@ def test_two_dummy_forwards_and_a_branch_on_the_size() -> None:
         {"w": [4, 8, 12], "k": [1, 3, 5], "res": [4, 8, 16, 24], "c": [3]}, TwoDummies
     )
     assert 0 < valid < total
+
+
+class Tutorial(nn.Module):
+    """A method run on a dummy image in ``__init__`` stores the flatten size on the module; ``forward``
+    runs the same method (the image is made by ``view`` of a factory's tensor)."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, cfg["w"], 5)
+        self.conv2 = nn.Conv2d(cfg["w"], 2 * cfg["w"], 5)
+        x = torch.randn(cfg["res"], cfg["res"]).view(-1, 1, cfg["res"], cfg["res"])
+        self._to_linear = None
+        self.convs(x)
+        self.fc1 = nn.Linear(self._to_linear, 10)
+
+    def convs(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv1(x)), (2, 2))
+        x = F.max_pool2d(F.relu(self.conv2(x)), (2, 2))
+        if self._to_linear is None:
+            self._to_linear = x[0].shape[0] * x[0].shape[1] * x[0].shape[2]
+        return x
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc1(self.convs(x).view(-1, self._to_linear))
+
+
+def test_flatten_size_stored_by_a_method() -> None:
+    valid, total = assert_exact_everywhere({"w": [4, 8], "res": [8, 16, 28]}, Tutorial)
+    assert (valid, total) == (4, 6)
 
 
 class Deep(nn.Module):

@@ -67,6 +67,7 @@ class _Trace(Recorder):
         self.net = Network("from_torch", infer_cache=cache)
         self.net.permute_views = True
         self.shapes: dict[int, tuple[Tensor | Any, tuple[Any, ...]]] = {}  # storage -> (tensor, shape)
+        self.views: dict[int, tuple[torch.Tensor, tuple[Any, ...]]] = {}  # id(tensor) -> (tensor, shape)
         self.params: dict[int, STensor] = {}  # id(parameter) -> its parameter node
         self.counted: set[int] = set()  # ids of parameters counted by an op
         self.owners: dict[int, str] = {}  # id(parameter) -> module path of the op counting it
@@ -114,17 +115,33 @@ class _Trace(Recorder):
             with torch._C.DisableTorchFunction():
                 self.shapes[t.untyped_storage()._cdata] = (t, shape)
 
+    def remember_view(self, t: torch.Tensor, shape: tuple[Any, ...]) -> None:
+        """Remember ``shape`` for the tensor object ``t`` itself (a view made while building, see
+        ``_Mode._propagate``: its storage keeps its base's shape)."""
+        self.views[id(t)] = (t, shape)
+
     def shape_of(self, t: torch.Tensor) -> tuple[Any, ...] | None:
-        """The symbolic shape remembered for ``t``'s storage, if it still describes ``t`` (its values
-        at this configuration are ``t``'s sizes: an in-place reshape or a view makes it unknown)."""
+        """The symbolic shape remembered for ``t`` (:meth:`remember_view`) or its storage, if it still
+        describes ``t`` (its values at this configuration are ``t``'s sizes: an in-place reshape or an
+        untraced view makes it unknown)."""
         with torch._C.DisableTorchFunction():
-            rec = self.shapes.get(t.untyped_storage()._cdata)
+            rec: tuple[Any, tuple[Any, ...]] | None = self.views.get(id(t))
+            if rec is None or rec[0] is not t:
+                rec = self.shapes.get(t.untyped_storage()._cdata)
             sizes = tuple(t.shape)
         if rec is None or len(rec[1]) != len(sizes):
             return None
         if any(_evaluate(d, self.env, self.memo) != n for d, n in zip(rec[1], sizes)):
             return None
         return rec[1]
+
+    def same_shape(self, x: STensor, t: torch.Tensor) -> bool:
+        """Whether the symbolic shape of ``x`` has ``t``'s sizes at this configuration."""
+        with torch._C.DisableTorchFunction():
+            sizes = tuple(t.shape)
+        return x.ndim == len(sizes) and all(
+            _evaluate(d, self.env, self.memo) == n for d, n in zip(x._t.shape, sizes)
+        )
 
     def tensor(self, x: Any, what: str) -> STensor:
         """``x`` as a symbolic tensor: an :class:`STensor`, or a parameter of the model (counted once)."""
@@ -212,9 +229,21 @@ class _Trace(Recorder):
         tensors, so sizes read off them are :class:`SymInt` (never the first configuration's values);
         :meth:`settle` makes its ops' validity rules guards of this trace."""
         s = _Trace(self.env, self.box, self.finite, self.cache)
-        s.guards, s.memo, s.shapes, s.forward = self.guards, self.memo, self.shapes, True
+        s.guards, s.memo, s.shapes, s.views, s.forward = self.guards, self.memo, self.shapes, self.views, True
         self.scratches.append(s)
         return s
+
+    def symbolic(self, x: Any) -> Any:
+        """``x`` as an input of this (scratch) trace when it is a real tensor with a remembered shape
+        (recursively through tuples and lists), else ``x`` itself."""
+        if type(x) in (tuple, list):
+            return type(x)(self.symbolic(v) for v in x)
+        shape = self.shape_of(x) if isinstance(x, torch.Tensor) else None
+        if shape is None:
+            return x
+        dtype = "int64" if x.dtype in (torch.int64, torch.int32) else "float32"
+        dims = [as_expr_like(d.value if d.is_const else d) for d in shape]
+        return STensor(self, self.net.input(dims, dtype=dtype, name=f"input#{len(self.net.nodes)}"))
 
     def settle(self) -> None:
         """Decide the validity rules of the scratch networks' ops at this configuration: each one is a
@@ -347,6 +376,8 @@ class _Mode(TorchFunctionMode):
                 if shape is not None:
                     tr.remember(out, shape)
                 return out
+        if not (tr.forward or name in _SAME_SHAPE or name.endswith("_")) and name in _FUNCTIONS:
+            return self._propagate(func, name, args, kwargs)
         out = func(*_fixed_args(args), **_fixed_args(kwargs))
         if (name in _SAME_SHAPE or name.endswith("_")) and isinstance(out, torch.Tensor):
             src = next((a for a in args if isinstance(a, torch.Tensor) and a.shape == out.shape), None)
@@ -354,6 +385,30 @@ class _Mode(TorchFunctionMode):
             if shape is not None:
                 tr.remember(out, shape)
         return out
+
+    def _propagate(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
+        """While building, a torch op on tensors with remembered shapes (``torch.randn(res, res).view(-1,
+        1, res, res)``, ``torch.cat``): the op is traced in a scratch network (:meth:`_Trace.scratch`)
+        and runs with plain sizes, and its result remembers the traced shape, so sizes stay symbolic.
+        Where no argument has a remembered shape, or the op cannot be traced, or the shapes disagree,
+        it runs as other calls do: symbolic sizes handed to it are pinned."""
+        tr = self.trace
+        if any(isinstance(a, torch.Tensor) and tr.shape_of(a) is not None for a in _flat(args, kwargs)):
+            scratch = tr.scratch()
+            try:
+                sym = scratch.call(
+                    name, scratch.symbolic(tuple(args)), {k: scratch.symbolic(v) for k, v in kwargs.items()}
+                )
+            except Exception:  # not traceable (a TraceError, a GraphError): as any other call
+                tr.scratches.remove(scratch)
+            else:
+                out = func(*_plain_sizes(args), **_plain_sizes(kwargs))
+                if isinstance(sym, STensor) and isinstance(out, torch.Tensor) and tr.same_shape(sym, out):
+                    tr.remember_view(out, sym._t.shape)
+                else:
+                    _fixed_args((args, kwargs))  # pins: the result's shape is plain
+                return out
+        return func(*_fixed_args(args), **_fixed_args(kwargs))
 
     def _shape_query(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
         """A property (``p.shape``, ``t.grad``) or ``size()`` of a real tensor: the user's code gets the

@@ -135,14 +135,11 @@ def _build_call(mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
             return _ORIGINAL_CALL(mod, *args, **kwargs)
         scratch = tr.scratch()
 
-    def symbolic(x: Any, i: int) -> Any:
-        return _input(scratch, x, i) if isinstance(x, torch.Tensor) and tr.shape_of(x) is not None else x
-
-    xs = [symbolic(x, i) for i, x in enumerate(args)]
-    kws = {k: symbolic(x, len(xs) + i) for i, (k, x) in enumerate(kwargs.items())}
     _CURRENT.append(scratch)
     try:
-        out = _call(scratch, mod, *xs, **kws)
+        out = _call(
+            scratch, mod, *scratch.symbolic(args), **{k: scratch.symbolic(v) for k, v in kwargs.items()}
+        )
     finally:
         _CURRENT.pop()
     tr.settle()
