@@ -217,18 +217,20 @@ def test_deep_dummy_forward_few_regions() -> None:
 
 
 class DataWidths(nn.Module):
-    """Stage widths computed with tensors while building (RegNet's idiom): ``torch.arange`` and
-    ``torch.tensor`` make real tensors then, so ``.tolist()`` and ``int()`` see their values."""
+    """Stage widths computed with tensors while building (RegNet's idiom): ``torch.arange``,
+    ``torch.tensor`` and ``torch.linspace`` make real tensors then, so ``.tolist()``, ``int()`` and
+    ``.item()`` see their values."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         cont = torch.arange(cfg["depth"]) * cfg["slope"] + 8.0
         widths = (torch.round(cont / 4) * 4).int().tolist()
         scale = int(torch.tensor([2, cfg["slope"]]).max())
+        rates = [r.item() for r in torch.linspace(0, 0.2, cfg["depth"])]  # timm's drop-path rates
         layers: list[nn.Module] = []
         cin = 3
-        for w in widths:
-            layers += [nn.Conv2d(cin, w * scale, 3, padding=1), nn.ReLU()]
+        for w, rate in zip(widths, rates):
+            layers += [nn.Conv2d(cin, w * scale, 3, padding=1), nn.ReLU(), nn.Dropout(rate)]
             cin = w * scale
         self.body = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10))
 

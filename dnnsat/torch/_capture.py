@@ -1,6 +1,7 @@
 """Capture: one trace at one configuration. :class:`_Trace` records guards and ops into the region's
 network; :class:`_Mode` intercepts torch calls (factories remember symbolic shapes while building,
-calls on symbolic tensors become ops in the forward); :class:`_SkippedInit` skips weight init."""
+calls on symbolic tensors become ops in the forward, and while building in scratch traces:
+:meth:`_Trace.scratch`); :class:`_SkippedInit` skips weight init."""
 
 from __future__ import annotations
 
@@ -354,9 +355,7 @@ class _Mode(TorchFunctionMode):
         ):
             return args[0]  # initialising a meta tensor: no data, nothing to do
         flat = _flat(args, kwargs)
-        owner = next(
-            (a._trace for a in flat if isinstance(a, STensor)), None
-        )  # a scratch's, see _Trace.scratch
+        owner = next((a._trace for a in flat if isinstance(a, STensor)), None)  # tr or a scratch trace
         if owner is None and tr.forward and any(isinstance(a, nn.Parameter) for a in flat):
             owner = tr
         if owner is not None:

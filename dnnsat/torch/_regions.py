@@ -126,7 +126,7 @@ def _build_call(mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
     result of such a call (a dummy forward computing a flatten size) runs in a scratch trace
     (:meth:`_Trace.scratch`), whose results are symbolic tensors; other calls run as usual."""
     tr = _CURRENT[-1] if _CURRENT else None
-    if tr is None or tr.forward:  # another thread, or a module called inside a scratch trace
+    if tr is None or tr.forward:  # no trace, or a module called inside a scratch trace (a forward)
         return _module_call(mod, *args, **kwargs)
     given = [*args, *kwargs.values()]
     scratch = next((a._trace for a in given if isinstance(a, STensor)), None)
@@ -134,7 +134,6 @@ def _build_call(mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
         if not any(isinstance(a, torch.Tensor) and tr.shape_of(a) is not None for a in given):
             return _ORIGINAL_CALL(mod, *args, **kwargs)
         scratch = tr.scratch()
-
     _CURRENT.append(scratch)
     try:
         out = _call(

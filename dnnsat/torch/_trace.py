@@ -7,6 +7,10 @@ How it works (see :func:`from_torch`):
    record their expression over the space's variables. Modules are built on the ``meta`` device; torch
    calls receive plain values (a size handed to a tensor factory is remembered as the tensor's symbolic
    shape, with the guard ``size >= 0``). Choices that cannot be wrapped (booleans, ``None``) are pinned.
+   A module called while building on such a tensor (a dummy forward that computes a flatten size) and
+   the ops on it are traced into scratch networks (``_Trace.scratch``): their results are symbolic, and
+   their ops' validity rules become guards. Tensors made from data (``torch.tensor``, ``torch.arange``)
+   are real while building, so code may compute with their values.
 2. **Guards.** Every place the code (the user's or torch's) turns a symbolic value into control flow
    or a plain value - ``if``, a comparison, ``range(depth)``, a dict lookup by a categorical, a
    division by a symbolic divisor - is a guard (a boolean expression and its outcome). A guard that has
