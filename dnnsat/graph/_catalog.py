@@ -33,7 +33,10 @@ for >= 1: an empty activation carries nothing, and PyTorch gives empty tensors s
 ``Conv2d`` on a 0-channel input returns 0 channels). PyTorch's ``meta`` kernels skip some checks the
 CPU and CUDA kernels make (they run a conv with 0 output channels, kernel 0, dilation 0 or a negative
 padding, and an embedding lookup in 0 rows): the materializers make those checks themselves, so a
-module built on ``meta`` fails where it would fail on a real device.
+module built on ``meta`` fails where it would fail on a real device. The other way round, the ``meta``
+kernel of a transposed convolution raises where every output size is 0 and the CPU kernel returns an
+empty tensor: invalid here too (the rule above). ``tests/test_validity_devices.py`` compares the
+convolutions' rules with the CPU kernels over samples of small odd configurations.
 """
 
 from __future__ import annotations

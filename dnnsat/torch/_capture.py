@@ -1,6 +1,7 @@
 """Capture: one trace at one configuration. :class:`_Trace` records guards and ops into the region's
 network; :class:`_Mode` intercepts torch calls (factories remember symbolic shapes while building,
-calls on symbolic tensors become ops in the forward); :class:`_SkippedInit` skips weight init."""
+calls on symbolic tensors become ops in the forward, and while building in scratch traces:
+:meth:`_Trace.scratch`); :class:`_SkippedInit` skips weight init."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ class _Trace(Recorder):
         self.net = Network("from_torch", infer_cache=cache)
         self.net.permute_views = True
         self.shapes: dict[int, tuple[Tensor | Any, tuple[Any, ...]]] = {}  # storage -> (tensor, shape)
+        self.views: dict[int, tuple[torch.Tensor, tuple[Any, ...]]] = {}  # id(tensor) -> (tensor, shape)
         self.params: dict[int, STensor] = {}  # id(parameter) -> its parameter node
         self.counted: set[int] = set()  # ids of parameters counted by an op
         self.owners: dict[int, str] = {}  # id(parameter) -> module path of the op counting it
@@ -80,6 +82,8 @@ class _Trace(Recorder):
         self.buffer_names: dict[int, str] = {}  # id(buffer) -> qualified name
         self.consts: dict[int, tuple[torch.Tensor, STensor]] = {}  # id(tensor) -> its constant node
         self.derived: dict[int, tuple[Expr, ...]] = {}  # storage -> the sizes its shape depends on
+        self.scratches: list[_Trace] = []  # forwards run while building (see :meth:`scratch`)
+        self.settled: set[int] = set()  # ids of the scratch networks' rules already decided
 
     # guards --------------------------------------------------------------------------------------
     def guard(self, cond: Expr, outcome: bool) -> None:
@@ -115,17 +119,33 @@ class _Trace(Recorder):
             with torch._C.DisableTorchFunction():
                 self.shapes[t.untyped_storage()._cdata] = (t, shape)
 
+    def remember_view(self, t: torch.Tensor, shape: tuple[Any, ...]) -> None:
+        """Remember ``shape`` for the tensor object ``t`` itself (a view made while building, see
+        ``_Mode._propagate``: its storage keeps its base's shape)."""
+        self.views[id(t)] = (t, shape)
+
     def shape_of(self, t: torch.Tensor) -> tuple[Any, ...] | None:
-        """The symbolic shape remembered for ``t``'s storage, if it still describes ``t`` (its values
-        at this configuration are ``t``'s sizes: an in-place reshape or a view makes it unknown)."""
+        """The symbolic shape remembered for ``t`` (:meth:`remember_view`) or its storage, if it still
+        describes ``t`` (its values at this configuration are ``t``'s sizes: an in-place reshape or an
+        untraced view makes it unknown)."""
         with torch._C.DisableTorchFunction():
-            rec = self.shapes.get(t.untyped_storage()._cdata)
+            rec: tuple[Any, tuple[Any, ...]] | None = self.views.get(id(t))
+            if rec is None or rec[0] is not t:
+                rec = self.shapes.get(t.untyped_storage()._cdata)
             sizes = tuple(t.shape)
         if rec is None or len(rec[1]) != len(sizes):
             return None
         if any(_evaluate(d, self.env, self.memo) != n for d, n in zip(rec[1], sizes)):
             return None
         return rec[1]
+
+    def same_shape(self, x: STensor, t: torch.Tensor) -> bool:
+        """Whether the symbolic shape of ``x`` has ``t``'s sizes at this configuration."""
+        with torch._C.DisableTorchFunction():
+            sizes = tuple(t.shape)
+        return x.ndim == len(sizes) and all(
+            _evaluate(d, self.env, self.memo) == n for d, n in zip(x._t.shape, sizes)
+        )
 
     def tensor(self, x: Any, what: str) -> STensor:
         """``x`` as a symbolic tensor: an :class:`STensor`, or a parameter of the model (counted once)."""
@@ -187,7 +207,7 @@ class _Trace(Recorder):
         with torch._C.DisableTorchFunction():
             return tuple(Const(n) for n in x.shape)
 
-    def symbolic(self, x: torch.Tensor) -> bool:
+    def has_symbolic_shape(self, x: torch.Tensor) -> bool:
         """``x``'s storage was made from symbolic sizes (by a factory, or by an op without a shape rule)."""
         return bool(self._pins(x))
 
@@ -259,6 +279,46 @@ class _Trace(Recorder):
         if self.forward:
             self.held[index] = max(self.held.get(index, -1), len(self.net.nodes) - 1)
 
+    # forwards run while building ---------------------------------------------------------------
+    def scratch(self) -> _Trace:
+        """A trace for a module called while building (a dummy forward that computes a flatten size):
+        its own network, parameters and claims (nothing of it is the model's: no op, no parameter
+        counted), the same configuration, guards and remembered shapes. Its results are symbolic
+        tensors, so sizes read off them are :class:`SymInt` (never the first configuration's values);
+        :meth:`settle` makes its ops' validity rules guards of this trace."""
+        s = _Trace(self.env, self.box, self.finite, self.cache)
+        s.guards, s.memo, s.shapes, s.views, s.forward = self.guards, self.memo, self.shapes, self.views, True
+        self.scratches.append(s)
+        return s
+
+    def symbolic(self, x: Any) -> Any:
+        """``x`` as an input of this (scratch) trace when it is a real tensor with a remembered shape
+        (recursively through tuples and lists), else ``x`` itself."""
+        if type(x) in (tuple, list):
+            return type(x)(self.symbolic(v) for v in x)
+        shape = self.shape_of(x) if isinstance(x, torch.Tensor) else None
+        if shape is None:
+            return x
+        dtype = "int64" if x.dtype in (torch.int64, torch.int32) else "float32"
+        dims = [as_expr_like(d.value if d.is_const else d) for d in shape]
+        return STensor(self, self.net.input(dims, dtype=dtype, name=f"input#{len(self.net.nodes)}"))
+
+    def settle(self) -> None:
+        """Decide the validity rules of the scratch networks' ops at this configuration: each one is a
+        guard, and one that fails rejects the configuration (as the forward raising in PyTorch)."""
+        for s in self.scratches:
+            rules = s.net.checks() + [
+                (f"{s.net.nodes[n].label}: {c.rule}", c.expr) for n, cs in s.binds.items() for c in cs
+            ]
+            for name, rule in rules:
+                if id(rule) in self.settled:
+                    continue
+                self.settled.add(id(rule))
+                holds = bool(_evaluate(rule, self.env, self.memo))
+                self.guard(rule, holds)
+                if not holds:
+                    raise RuntimeError(f"a forward run while building the model fails: {name}")
+
     def apply(self, op: str, method: Callable[..., Tensor], *args: Any, **kwargs: Any) -> STensor:
         """Add one op through the Network method ``method`` (named after the current module)."""
         return STensor(self, method(*args, name=self._name(op, self.where()), **kwargs))
@@ -311,7 +371,36 @@ def _fixed_args(x: Any) -> Any:
     return fixed(x)
 
 
-_CONSTRUCTORS = _device_constructors()
+# constructors whose values come from their arguments: while building they make real (CPU) tensors, so
+# code that computes with them runs as on a real device (RegNet's stage widths: ``torch.arange(depth) *
+# w_a + w_0``, rounded, ``.int().tolist()``); :func:`_to_meta` moves what the module keeps to ``meta``
+_VALUES = frozenset(
+    getattr(torch, n)
+    for n in ("tensor", "as_tensor", "asarray", "scalar_tensor", "arange", "range", "linspace", "logspace",
+              "tril_indices", "triu_indices")
+)  # fmt: skip
+_ON_META = _device_constructors() - _VALUES
+
+
+def _placed(func: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` of a torch call while building: a constructor given no device makes a meta tensor
+    (as under ``with torch.device("meta")``), except those of :data:`_VALUES`."""
+    if func in _ON_META and kwargs.get("device") is None:
+        return {**kwargs, "device": "meta"}
+    return kwargs
+
+
+def _to_meta(module: nn.Module) -> None:
+    """Move the parameters and buffers ``module`` holds on a real device (made from data while
+    building, see :data:`_VALUES`) to ``meta``, as all others: a forward on ``meta`` inputs uses them."""
+    module._apply(lambda t: t if t.is_meta else t.to("meta"))
+
+
+class _OnMeta(TorchFunctionMode):
+    """Building on the meta device (``TorchModel.measure``): :func:`_placed` for every call."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **_placed(func, kwargs or {}))
 
 
 class _Mode(TorchFunctionMode):
@@ -323,9 +412,7 @@ class _Mode(TorchFunctionMode):
         self.trace = trace
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        if func in _CONSTRUCTORS and kwargs.get("device") is None:  # as ``with torch.device("meta")``
-            kwargs = {**kwargs, "device": "meta"}
+        kwargs = _placed(func, kwargs or {})
         tr = self.trace
         name = getattr(func, "__name__", "")
         if name in ("__get__", "size") and args and isinstance(args[0], torch.Tensor):
@@ -338,7 +425,11 @@ class _Mode(TorchFunctionMode):
             and args[0].is_meta
         ):
             return args[0]  # initialising a meta tensor: no data, nothing to do
-        if tr.forward and self._traced(name, _flat(args, kwargs)):
+        flat = _flat(args, kwargs)
+        owner = next((a._trace for a in flat if isinstance(a, STensor)), None)
+        if owner is not None and owner is not tr:  # a forward run while building (see _Trace.scratch)
+            return owner.call(name, tuple(args), dict(kwargs))
+        if tr.forward and self._traced(name, flat):
             return tr.call(name, tuple(args), dict(kwargs))
         if name == "arange":
             size = _arange_size(args, kwargs)
@@ -362,6 +453,8 @@ class _Mode(TorchFunctionMode):
                 if shape is not None:
                     tr.remember(out, shape)
                 return out
+        if not (tr.forward or name in _SAME_SHAPE or name.endswith("_")) and name in _FUNCTIONS:
+            return self._propagate(func, name, args, kwargs)
         out = func(*_fixed_args(args), **_fixed_args(kwargs))
         if (name in _SAME_SHAPE or name.endswith("_")) and isinstance(out, torch.Tensor):
             src = next((a for a in args if isinstance(a, torch.Tensor) and a.shape == out.shape), None)
@@ -385,9 +478,34 @@ class _Mode(TorchFunctionMode):
             return False
         parts = [p for a in flat for p in ((a.start, a.stop, a.step) if isinstance(a, slice) else (a,))]
         return any(
-            isinstance(a, SymInt | SymFloat) or (isinstance(a, torch.Tensor) and self.trace.symbolic(a))
+            isinstance(a, SymInt | SymFloat)
+            or (isinstance(a, torch.Tensor) and self.trace.has_symbolic_shape(a))
             for a in parts
         )
+
+    def _propagate(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
+        """While building, a torch op on tensors with remembered shapes (``torch.randn(res, res).view(-1,
+        1, res, res)``, ``torch.cat``): the op is traced in a scratch network (:meth:`_Trace.scratch`)
+        and runs with plain sizes, and its result remembers the traced shape, so sizes stay symbolic.
+        Where no argument has a remembered shape, or the op cannot be traced, or the shapes disagree,
+        it runs as other calls do: symbolic sizes handed to it are pinned."""
+        tr = self.trace
+        if any(isinstance(a, torch.Tensor) and tr.shape_of(a) is not None for a in _flat(args, kwargs)):
+            scratch = tr.scratch()
+            try:
+                sym = scratch.call(
+                    name, scratch.symbolic(tuple(args)), {k: scratch.symbolic(v) for k, v in kwargs.items()}
+                )
+            except Exception:  # not traceable (a TraceError, a GraphError): as any other call
+                tr.scratches.remove(scratch)
+            else:
+                out = func(*_plain_sizes(args), **_plain_sizes(kwargs))
+                if isinstance(sym, STensor) and isinstance(out, torch.Tensor) and tr.same_shape(sym, out):
+                    tr.remember_view(out, sym._t.shape)
+                else:
+                    _fixed_args((args, kwargs))  # pins: the result's shape is plain
+                return out
+        return func(*_fixed_args(args), **_fixed_args(kwargs))
 
     def _shape_query(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
         """A property (``p.shape``, ``t.grad``) or ``size()`` of a real tensor: the user's code gets the

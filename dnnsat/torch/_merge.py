@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..expr import Expr
+from ..expr import Expr, all_
 from ..graph import Check, GraphError, Network, Tensor
 from ._errors import TraceError
 from ._regions import _Gates, _Region
@@ -142,10 +142,11 @@ def _merge_with(
     for (key, until), where_ in held.items():
         cond = gates.of(frozenset(where_), exact=False)
         net.held.append((made[key].index, net.producer[made[until].index], cond))
-    for (key, _, _), (c, where_) in rules.items():
-        net.extra_checks.append(
-            (names[key], Check(c.rule, ~gates.of(frozenset(where_), exact=False) | c.expr))
-        )
+    by_rule: dict[tuple[Any, str], list[Expr]] = {}  # a rule of one op, one form per set of regions
+    for (key, what, _), (c, where_) in rules.items():
+        by_rule.setdefault((key, what), []).append(~gates.of(frozenset(where_), exact=False) | c.expr)
+    for (key, what), forms in by_rule.items():
+        net.extra_checks.append((names[key], Check(what, all_(forms))))
     arity = {len(o) for o in outputs}
     if len(arity) != 1:
         raise TraceError(f"forward returns different numbers of tensors in different configurations: {arity}")

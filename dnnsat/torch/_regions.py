@@ -16,9 +16,9 @@ import torch.nn as nn
 
 from ..expr import Const, Expr, all_, any_, compile_vectorized
 from ..graph import Check, Network
-from ._capture import _Mode, _SkippedInit, _Trace
+from ._capture import _Mode, _SkippedInit, _to_meta, _Trace
 from ._errors import TraceError
-from ._modules import _CURRENT, _ORIGINAL_CALL, _module_call
+from ._modules import _CURRENT, _ORIGINAL_CALL, _call, _module_call
 from ._symbolic import REAL_RANGE, SymFloat, SymInt, SymStr, activate, as_expr_like, expr_of, guarded_range
 from ._tensor import STensor, _Opaque
 
@@ -73,9 +73,15 @@ def _run(
     try:
         cfg = {name: _wrap_param(tr, space[name], space.vars[name], env[name]) for name in space}
         with _Mode(tr), init:
-            module = build(cfg)
+            nn.Module.__call__ = _build_call  # type: ignore[method-assign]
+            try:
+                module = build(cfg)
+            finally:
+                nn.Module.__call__ = _ORIGINAL_CALL  # type: ignore[method-assign]
             if not isinstance(module, nn.Module):
                 raise TraceError(f"build must return an nn.Module, got {type(module).__name__}")
+            tr.settle()
+            _to_meta(module)
             example = inputs(cfg)
             xs = [_input(tr, x, i) for i, x in enumerate(_examples(example))]
             tr.names = {
@@ -133,6 +139,30 @@ def _outputs(tr: _Trace, out: Any) -> list[STensor]:
     if isinstance(out, _Opaque):
         raise TraceError(f"forward returns {out.what} (not supported as a value)")
     return []
+
+
+def _build_call(mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """``nn.Module.__call__`` while building: a call on a tensor made from symbolic sizes or on the
+    result of such a call (a dummy forward computing a flatten size) runs in a scratch trace
+    (:meth:`_Trace.scratch`), whose results are symbolic tensors; other calls run as usual."""
+    tr = _CURRENT[-1] if _CURRENT else None
+    if tr is None or tr.forward:  # no trace, or a module called inside a scratch trace (a forward)
+        return _module_call(mod, *args, **kwargs)
+    given = [*args, *kwargs.values()]
+    scratch = next((a._trace for a in given if isinstance(a, STensor)), None)
+    if scratch is None:
+        if not any(isinstance(a, torch.Tensor) and tr.shape_of(a) is not None for a in given):
+            return _ORIGINAL_CALL(mod, *args, **kwargs)
+        scratch = tr.scratch()
+    _CURRENT.append(scratch)
+    try:
+        out = _call(
+            scratch, mod, *scratch.symbolic(args), **{k: scratch.symbolic(v) for k, v in kwargs.items()}
+        )
+    finally:
+        _CURRENT.pop()
+    tr.settle()
+    return out
 
 
 def _past_uses(net: Network, held: dict[int, int], outputs: tuple[int, ...]) -> dict[int, int]:

@@ -20,6 +20,17 @@ if TYPE_CHECKING:
 # symbolic tensors
 
 
+class Size(tuple[Any, ...]):
+    """A symbolic tensor's shape: a tuple of sizes with ``torch.Size``'s ``numel()``."""
+
+    def numel(self) -> Any:
+        return math.prod(self)
+
+    def __getitem__(self, index: Any) -> Any:
+        out = tuple.__getitem__(self, index)
+        return Size(out) if isinstance(index, slice) else out
+
+
 class STensor:
     """A symbolic tensor during a trace: a :class:`~dnnsat.graph.Tensor` of the region's network."""
 
@@ -42,11 +53,21 @@ class STensor:
 
     # shape queries -------------------------------------------------------------------------------
     @property
-    def shape(self) -> tuple[Any, ...]:
-        return tuple(self._trace.sym(d) for d in self._t.shape)
+    def shape(self) -> Size:
+        return Size(self._trace.sym(d) for d in self._t.shape)
+
+    @property
+    def data(self) -> STensor:
+        return self
+
+    def detach(self) -> STensor:
+        return self
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[fixed(dim)]
+
+    def numel(self) -> Any:
+        return self.shape.numel()
 
     def dim(self) -> int:
         return self._t.ndim
@@ -65,9 +86,6 @@ class STensor:
     @property
     def device(self) -> torch.device:
         return torch.device("meta")
-
-    def numel(self) -> Any:
-        return math.prod(self.shape)
 
     def __len__(self) -> int:
         return int(self.shape[0])

@@ -7,6 +7,10 @@ How it works (see :func:`from_torch`):
    record their expression over the space's variables. Modules are built on the ``meta`` device; torch
    calls receive plain values (a size handed to a tensor factory is remembered as the tensor's symbolic
    shape, with the guard ``size >= 0``). Choices that cannot be wrapped (booleans, ``None``) are pinned.
+   A module called while building on such a tensor (a dummy forward that computes a flatten size) and
+   the ops on it are traced into scratch networks (``_Trace.scratch``): their results are symbolic, and
+   their ops' validity rules become guards. Tensors made from data (``torch.tensor``, ``torch.arange``)
+   are real while building, so code may compute with their values.
 2. **Guards.** Every place the code (the user's or torch's) turns a symbolic value into control flow
    or a plain value - ``if``, a comparison, ``range(depth)``, a dict lookup by a categorical, a
    division by a symbolic divisor - is a guard (a boolean expression and its outcome). A guard that has
@@ -41,7 +45,7 @@ import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..graph import Network
-from ._capture import _SkippedInit
+from ._capture import _OnMeta, _SkippedInit, _to_meta
 from ._errors import _META, MeasureError, TraceError, _user_frame
 from ._merge import _merge
 from ._regions import _examples, _explore
@@ -123,8 +127,10 @@ class TorchModel:
 
     def measure(self, config: Mapping[str, Any]) -> tuple[int, int] | None:
         """PyTorch's own ``(params, FLOPs)`` of ``config``: ``build(config)`` on the meta device (no
-        weight memory, weight initialisation skipped), one forward of ``inputs(config)`` under
-        ``FlopCounterMode`` (2 FLOPs per multiply-add), parameters counted once each (tied ones once).
+        weight memory, weight initialisation skipped; tensors made from data, ``torch.tensor`` or
+        ``torch.arange``, are real while building and moved to ``meta`` after it), one forward of
+        ``inputs(config)`` under ``FlopCounterMode`` (2 FLOPs per multiply-add), parameters counted
+        once each (tied ones once).
         ``None`` when building or the forward raises, or makes an empty tensor (dnnsat requires every
         dimension >= 1): invalid. :class:`MeasureError` when PyTorch cannot run the model on the meta
         device (an op without a meta kernel, ``.item()``): neither valid nor invalid. Leaves torch's
@@ -136,11 +142,12 @@ class TorchModel:
         with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
             warnings.simplefilter("ignore")
             try:
-                with torch.device("meta"), _SkippedInit():
+                with _OnMeta(), _SkippedInit():
                     module = self.build(cfg)
                     xs = self.inputs(cfg)
+                _to_meta(module)
                 xs = [
-                    x if isinstance(x, torch.Tensor) else torch.empty(*x, device="meta")
+                    x.to("meta") if isinstance(x, torch.Tensor) else torch.empty(*x, device="meta")
                     for x in _examples(xs)
                 ]
                 empty = _EmptyTensors()
