@@ -17,6 +17,7 @@ from torch.utils._device import _device_constructors
 
 from ..expr import Expr, interval
 from ..graph import Check, Network, Tensor
+from ._aten import fallback
 from ._errors import _HERE, TraceError
 from ._functions import _FUNCTIONS
 from ._symbolic import TORCH_DIR, Recorder, SymFloat, SymInt, as_expr_like, expr_of, fixed, plain, user_line
@@ -171,11 +172,19 @@ class _Trace(Recorder):
             node = self.net.producer[out._t.index]
             self.binds.setdefault(node, []).append(Check(rule, cond))
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], func: Any = None) -> Any:
+        """A tensor function or method of the model (``func``: the callable, when known): its handler
+        (exact memory rules), or where there is none or it refuses the call before adding an op, the
+        ATen fallback (:mod:`._aten`)."""
         handler = _FUNCTIONS.get(name)
-        if handler is None:
-            raise TraceError(f"tensor function or method {name!r} is not supported: {user_line()}")
-        return self.handle(handler, *args, **kwargs)
+        if handler is not None:
+            mark = len(self.net.nodes)
+            try:
+                return self.handle(handler, *args, **kwargs)
+            except TraceError:
+                if any(n.op != "parameter" for n in self.net.nodes[mark:]):
+                    raise
+        return self.handle(fallback, name, func, args, kwargs)
 
     def handle(self, handler: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``handler(self, *args, **kwargs)``; a result reaching the model's code is watched (see
@@ -268,7 +277,7 @@ class _Mode(TorchFunctionMode):
         ):
             return args[0]  # initialising a meta tensor: no data, nothing to do
         if tr.forward and any(isinstance(a, STensor | nn.Parameter) for a in _flat(args, kwargs)):
-            return tr.call(name, tuple(args), dict(kwargs))
+            return tr.call(name, tuple(args), dict(kwargs), func)
         if name in _FACTORIES:
             size = _factory_size(name, args, kwargs)
             if size is not None:

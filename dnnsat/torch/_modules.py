@@ -491,7 +491,6 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.TransformerEncoder: _encoder_mod,
     nn.TransformerDecoderLayer: _decoder_layer_mod,
 }
-_CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 _ORIGINAL_CALL = nn.Module.__call__
 _CURRENT: list[_Trace] = []
 
@@ -503,9 +502,7 @@ def _call(tr: _Trace, mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
     try:
         if handler is not None:
             return tr.handle(handler, mod, *args, **kwargs)
-        if type(mod).__module__.startswith("torch.") and not isinstance(mod, _CONTAINERS):
-            raise TraceError(f"module {tr.where()} ({type(mod).__name__}) is not supported: {user_line()}")
-        return mod.forward(*args, **kwargs)
+        return mod.forward(*args, **kwargs)  # an unmapped torch.nn module too: its functions are traced
     finally:
         tr.stack.pop()
 

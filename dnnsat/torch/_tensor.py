@@ -109,6 +109,20 @@ class STensor:
         return f"STensor({self._t!r})"
 
 
+def _operator(name: str) -> Any:
+    def method(self: STensor, *args: Any) -> Any:
+        return self._trace.call(name, (self, *args), {})
+
+    method.__name__ = name
+    return method
+
+
+# comparisons and the other operators of torch.Tensor (traced by the ATen fallback, dnnsat/torch/_aten.py)
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__pow__", "__rpow__", "__rtruediv__", "__floordiv__",
+              "__mod__", "__and__", "__or__", "__xor__", "__invert__", "__abs__"):  # fmt: skip
+    setattr(STensor, _name, _operator(_name))
+
+
 class _Opaque:
     """A secondary output (an RNN's final states, attention weights): any use raises."""
 

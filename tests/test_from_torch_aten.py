@@ -1,0 +1,148 @@
+"""``from_torch``'s ATen fallback (``dnnsat/torch/_aten.py``): functions, methods and ``torch.nn``
+modules without a handler of their own, traced through PyTorch's symbolic shapes. Each model uses one
+idiom; on every configuration of a small space (odd sizes, sizes of 1 included) params, FLOPs and
+validity equal PyTorch's (``TorchModel.measure``: the module built and run on the meta device)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import dnnsat as ds  # noqa: E402
+from dnnsat.torch import TraceError, from_torch  # noqa: E402
+
+Config = dict[str, Any]
+SPACE = ds.Space(
+    {"b": ds.Categorical([1, 2]), "c": ds.Categorical([1, 3, 4]), "h": ds.Categorical([1, 2, 5])}
+)
+
+
+class Idiom(nn.Module):
+    """A channels-first block ``x -> forward(self, x)`` holding a ``c``-channel weight and bias, and a
+    linear head over the channels (a model always has a parameter whose size is a hyperparameter)."""
+
+    def __init__(self, c: int, forward: Callable[..., Any], train: bool = False) -> None:
+        super().__init__()
+        self.c = c
+        self.fn = forward
+        self.weight = nn.Parameter(torch.empty(c))
+        self.bias = nn.Parameter(torch.empty(c))
+        self.conv_weight = nn.Parameter(torch.empty(c, c, 3, 3))
+        self.register_buffer("running_mean", torch.zeros(c))
+        self.register_buffer("running_var", torch.ones(c))
+        self.head = nn.Linear(c, 2)
+        self.train(train)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fn(self, x)
+        return self.head(y.flatten(2).mean(-1))
+
+
+def _cat(t: Any, dim: int = 3) -> torch.Tensor:
+    return torch.cat(list(t), dim=dim)
+
+
+IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
+    "layer_norm": lambda m, x: F.layer_norm(x, (x.shape[-1],)),
+    "layer_norm_affine": lambda m, x: F.layer_norm(x.permute(0, 2, 3, 1), (m.c,), m.weight, m.bias).permute(
+        0, 3, 1, 2
+    ),
+    "group_norm": lambda m, x: F.group_norm(x, 1, m.weight, m.bias),
+    "batch_norm": lambda m, x: F.batch_norm(x, m.running_mean, m.running_var, m.weight, m.bias, m.training),
+    "conv2d": lambda m, x: F.conv2d(x, m.conv_weight, padding=1),
+    "conv2d_valid": lambda m, x: F.conv2d(x, m.conv_weight, stride=2),
+    "pad_constant": lambda m, x: F.pad(x, (1, 2, 0, 1), value=0.5),
+    "pad_reflect": lambda m, x: F.pad(x, (1, 1, 1, 1), mode="reflect"),
+    "pad_replicate": lambda m, x: F.pad(x, (2, 0, 1, 0), mode="replicate"),
+    "hardsigmoid_module": lambda m, x: nn.Hardsigmoid()(x),
+    "hardsigmoid": lambda m, x: F.hardsigmoid(x) * x,
+    "reshape_as": lambda m, x: x.flatten(1).reshape_as(x),
+    "view_as": lambda m, x: x.flatten(2).view_as(x) + x,
+    "unbind": lambda m, x: _cat(x.unbind(2), 2).unsqueeze(-1),
+    "chunk": lambda m, x: _cat(x.chunk(2, dim=3)),
+    "split_size": lambda m, x: _cat(x.split(2, dim=3)),
+    "split_list": lambda m, x: _cat(x.split([1, x.shape[3] - 1], dim=3)),
+    "einsum": lambda m, x: torch.einsum("bchw,bdhw->bcd", x, x).unsqueeze(-1),
+    "einsum_weight": lambda m, x: torch.einsum("bchw,dc->bdhw", x, m.conv_weight[:, :, 0, 0]),
+    "interpolate_scale": lambda m, x: F.interpolate(x, scale_factor=1.5),
+    "interpolate_size": lambda m, x: F.interpolate(x, size=(3, x.shape[-1] + 2), mode="bilinear"),
+    "add_": lambda m, x: x.clone().add_(x),
+    "relu_": lambda m, x: (x * 2).relu_(),
+    "iadd": lambda m, x: _iadd(x),
+    "slice": lambda m, x: x[:, :, 1:-1],
+    "slice_step": lambda m, x: x[..., ::2],
+    "where": lambda m, x: torch.where(x > 0, x, x * 0.5),
+    "clamp_pow_sqrt": lambda m, x: x.clamp(min=0.1).pow(2).sqrt() + torch.rsqrt(x.abs() + 1),
+    "mean_dims": lambda m, x: x - x.mean(dim=(0, 2), keepdim=True),
+    "softmax_dtype": lambda m, x: F.softmax(x, dim=1, dtype=torch.float32),
+    "masked_fill": lambda m, x: x.masked_fill(x < 0, 0.0),
+}
+
+
+def _iadd(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    y += x
+    return y
+
+
+def _inputs(c: Config) -> tuple[Any, ...]:
+    return (torch.empty(c["b"], c["c"], c["h"], c["h"] + 2),)
+
+
+def assert_agrees(space: ds.Space, build: Callable[[Config], nn.Module], inputs: Any) -> tuple[int, int]:
+    """Params, FLOPs and validity equal PyTorch's on every configuration of ``space``; (valid, all)."""
+    model = from_torch(build, inputs)
+    problem = ds.Problem(space, model=model)
+    names = list(space)
+    valid = total = 0
+    for values in itertools.product(*(space[k].values() for k in names)):
+        cfg = dict(zip(names, values))
+        ref = model.measure(cfg)
+        verdict = problem.check(cfg)
+        assert verdict.feasible == (ref is not None), (cfg, ref, verdict.violations)
+        if ref is not None:
+            costs = problem.costs(cfg)
+            assert (costs["params"], costs["flops"]) == ref, (cfg, costs["params"], costs["flops"], ref)
+            valid += 1
+        total += 1
+    return valid, total
+
+
+@pytest.mark.parametrize("name", sorted(IDIOMS))
+def test_idiom_exact(name: str) -> None:
+    valid, _ = assert_agrees(SPACE, lambda c: Idiom(c["c"], IDIOMS[name]), _inputs)
+    assert valid > 0
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_batch_norm_train_and_eval(train: bool) -> None:
+    valid, total = assert_agrees(SPACE, lambda c: Idiom(c["c"], IDIOMS["batch_norm"], train), _inputs)
+    assert valid == (
+        total if not train else sum(1 for b in (1, 2) for h in (1, 2, 5) if b * h * (h + 2) > 1) * 3
+    )
+
+
+def test_invalid_configurations_follow_the_kernels() -> None:
+    """A stride-2 convolution without padding on a 1-row input and reflect padding of 1 on 1 row raise
+    in PyTorch: those configurations are invalid, the others valid."""
+    for name in ("conv2d_valid", "pad_reflect"):
+        valid, total = assert_agrees(SPACE, lambda c, n=name: Idiom(c["c"], IDIOMS[n]), _inputs)
+        assert 0 < valid < total, name
+
+
+def test_untraceable_value_names_op_and_line() -> None:
+    """An output whose size depends on tensor values (``nonzero``) is refused with the op, the line and
+    what to do."""
+
+    def build(c: Config) -> nn.Module:
+        return Idiom(c["c"], lambda m, x: x[x > 0].reshape(1, 1, -1, 1))
+
+    with pytest.raises(TraceError, match=r"(?s)test_from_torch_aten.py:\d+.*compute it from sizes"):
+        ds.Problem(SPACE, model=from_torch(build, _inputs)).check({"b": 1, "c": 1, "h": 1})
