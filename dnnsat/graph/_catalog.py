@@ -1923,15 +1923,26 @@ def _aten(ins: list[Shape], a: Attrs) -> OpInfo:
     its own formulas) were computed from PyTorch's symbolic meta kernel. Memory, conservatively:
     ``view`` (a view or an in-place op) allocates nothing; otherwise the output is allocated and, when
     training, the inputs ``saves`` names (``"in<k>"``, ``"out"``) are kept for backward; ``buffers``:
-    elements of the constant tensors it reads (running statistics). ``ops``: one per output element."""
+    elements of the constant tensors it reads (running statistics); ``workspace``: elements of the
+    transient copies its kernel may make in the forward and again in the backward (a convolution's
+    reorders). ``ops``: one per output element."""
     y = tuple(a.shape)
     checks = [_ge1("dimensions are positive", *y)]
     if a.view:
         return OpInfo([y], checks, macs=a.macs, io=Const(0), mem=Mem(view=True))
     kept = [_numel(y) if s == "out" else _numel(ins[int(s[2:])]) for s in a.saves]
-    mem = Mem(saves=tuple(a.saves), buffers=((a.buffers, "param"),) if not a.buffers.is_const else ())
+    mem = Mem(
+        saves=tuple(a.saves),
+        buffers=((a.buffers, "param"),) if not _is_zero(a.buffers) else (),
+        workspace=((a.workspace, "act"),) if not _is_zero(a.workspace) else (),
+        backward=((a.workspace, "act"),) if not _is_zero(a.workspace) else (),
+    )
     io = sum_(_numel(x) for x in ins) + _numel(y)
     return OpInfo([y], checks, macs=a.macs, ops=_numel(y), saved=sum_(kept), io=io, mem=mem)
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.is_const and e.value == 0
 
 
 @_aten.torch

@@ -319,7 +319,6 @@ class _Call:
     # operators -------------------------------------------------------------------------------------
     def emit(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         """The nodes of one operator: one per tensor output (the first carries the FLOPs and buffers)."""
-        tr = self.tr
         leaves = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         ins: list[Tensor] = []
         for a in leaves:
@@ -347,14 +346,20 @@ class _Call:
             if any(d.is_const and d.value == 0 for d in shape):  # empty: a placeholder (eval statistics)
                 self.empties.add(id(o))
                 continue
-            y = tr.net.apply(
-                "aten", order, name=tr._name(f"aten_{op}", tr.where()), aten=str(func), part=k, shape=shape,
-                macs=macs if k == 0 else Const(0), view=view, saves=saves,
-                buffers=sum_(buffers) if k == 0 else Const(0), args=template, sizes=tuple(sizes),
+            scratch = _scratch(op, counter is not None, order, shape) if k == 0 else Const(0)
+            y = self.node(
+                f"aten_{op}", str(func), order, part=k, shape=shape, macs=macs if k == 0 else Const(0),
+                view=view, saves=saves, buffers=sum_(buffers) if k == 0 else Const(0), workspace=scratch,
+                args=template, sizes=tuple(sizes),
             )  # fmt: skip
             _DTYPES[y] = o.dtype
             self.graph[id(o)] = y
             self.keep.append(o)
+
+    def node(self, label: str, aten: str, inputs: list[Tensor], **attrs: Any) -> Tensor:
+        """One catalog ``aten`` node, named after the op and the current module."""
+        tr = self.tr
+        return tr.net.apply("aten", inputs, name=tr._name(label, tr.where()), aten=aten, **attrs)
 
     def halve(self, flops: Any) -> Expr:
         """Multiply-adds of ``flops`` (``FlopCounterMode`` counts 2 per multiply-add)."""
@@ -423,9 +428,7 @@ class _Call:
                 source._t = t
                 return source
             if t.index not in self.results:
-                st = STensor(self.tr, t)
-                st.is_bool = v.dtype == torch.bool
-                self.results[t.index] = st
+                self.results[t.index] = self.stensor(t, v)
             return self.results[t.index]
         if isinstance(v, torch.SymInt):
             return self.tr.sym(self.expr(v))
@@ -434,6 +437,40 @@ class _Call:
         if isinstance(v, torch.SymFloat):
             return float(v)
         return v
+
+    def stensor(self, t: Tensor, v: Any) -> STensor:
+        """The model's STensor of graph tensor ``t`` (fake ``v``); a strided view (see
+        :meth:`strided_view`) is counted as a copy, its storage held while the model holds the result."""
+        y = t
+        if self.strided_view(t, v):
+            y = self.node(
+                "aten_clone", "aten.clone.default", [t], part=0, shape=t.shape, macs=Const(0), view=False,
+                saves=(), buffers=Const(0), workspace=Const(0), args=((AtenArg("in", 0),), ()), sizes=(),
+            )  # fmt: skip
+            _DTYPES[y] = v.dtype
+        st = STensor(self.tr, y)
+        st.is_bool = v.dtype == torch.bool
+        if y is not t:
+            weakref.finalize(st, self.tr._freed, t.index)
+        return st
+
+    def strided_view(self, t: Tensor, v: Any) -> bool:
+        """Whether ``v`` (of graph tensor ``t``) is a view that is not contiguous (strides other than
+        its shape's, symbolically). The handlers' reshapes and flattens are views, but PyTorch copies a
+        strided tensor there: such a result is counted as a copy made here, its source held as long as
+        the view is (an overestimate where the model never copies it)."""
+        net = self.tr.net
+        node = net.nodes[net.producer[t.index]]
+        if node.op != "aten" or not node.attrs["view"]:
+            return False
+        sp = _torch().sympy
+        expected: Any = sp.Integer(1)
+        for size, stride in zip(reversed(v.shape), reversed(v.stride())):
+            size_e, stride_e = sp.sympify(_sym(size)), sp.sympify(_sym(stride))
+            if size_e != 1 and sp.expand(stride_e - expected) != 0:
+                return True
+            expected = expected * size_e
+        return False
 
     def guards(self) -> None:
         """The ShapeEnv's guards (and runtime asserts) as guards of the trace; pinned symbols last."""
@@ -447,6 +484,22 @@ class _Call:
         for s in self.pinned:
             if s in self.names:
                 self.tr.guard(eq(self.names[s], Const(self.hints[s])), True)
+
+
+def _scratch(op: str, counted: bool, inputs: list[Tensor], shape: tuple[Expr, ...]) -> Expr:
+    """Elements of the transient copies a CPU kernel makes besides its output (allocator traces on
+    this CPU): a counted kernel (convolution, matmul) reorders its inputs into blocked layouts; a
+    resampling kernel (``upsample_*``, which PyTorch's decomposition turns into ``_unsafe_index``)
+    works on a copy of its input and of its output."""
+    ins = sum_(t.numel for t in inputs)
+    if op.startswith(("upsample", "_upsample", "_unsafe_index")):
+        return ins + _prod(list(shape))
+    return ins if counted else Const(0)
+
+
+def _sym(x: Any) -> Any:
+    """The sympy expression of a size or stride (an int or a SymInt)."""
+    return x.node.expr if isinstance(x, torch.SymInt) else x
 
 
 def _prod(shape: list[Expr]) -> Expr:
