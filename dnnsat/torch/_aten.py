@@ -346,7 +346,12 @@ class _Call:
             if any(d.is_const and d.value == 0 for d in shape):  # empty: a placeholder (eval statistics)
                 self.empties.add(id(o))
                 continue
-            scratch = _scratch(op, counter is not None, order, shape) if k == 0 else Const(0)
+            scratch = Const(0)
+            if k == 0 and not view:  # a kernel may copy a strided input to a contiguous one first
+                strided = [
+                    t for a in leaves if (t := self.graph.get(id(a))) is not None and self.strided(t, a)
+                ]
+                scratch = _scratch(op, counter is not None, order, shape) + sum_(t.numel for t in strided)
             y = self.node(
                 f"aten_{op}", str(func), order, part=k, shape=shape, macs=macs if k == 0 else Const(0),
                 view=view, saves=saves, buffers=sum_(buffers) if k == 0 else Const(0), workspace=scratch,
@@ -454,23 +459,20 @@ class _Call:
             weakref.finalize(st, self.tr._freed, t.index)
         return st
 
+    def strided(self, t: Tensor, v: Any) -> bool:
+        """Whether graph tensor ``t`` (fake ``v``) may be strided in PyTorch: ``v`` is, or a handler's
+        ``permute`` made it (a strided view in a traced model)."""
+        net = self.tr.net
+        return _strided(v) or net.nodes[net.producer[t.index]].op == "permute"
+
     def strided_view(self, t: Tensor, v: Any) -> bool:
-        """Whether ``v`` (of graph tensor ``t``) is a view that is not contiguous (strides other than
-        its shape's, symbolically). The handlers' reshapes and flattens are views, but PyTorch copies a
-        strided tensor there: such a result is counted as a copy made here, its source held as long as
-        the view is (an overestimate where the model never copies it)."""
+        """Whether ``v`` (of graph tensor ``t``) is a view that is not contiguous. The handlers'
+        reshapes and flattens are views, but PyTorch copies a strided tensor there: such a result is
+        counted as a copy made here, its source held as long as the view is (an overestimate where the
+        model never copies it)."""
         net = self.tr.net
         node = net.nodes[net.producer[t.index]]
-        if node.op != "aten" or not node.attrs["view"]:
-            return False
-        sp = _torch().sympy
-        expected: Any = sp.Integer(1)
-        for size, stride in zip(reversed(v.shape), reversed(v.stride())):
-            size_e, stride_e = sp.sympify(_sym(size)), sp.sympify(_sym(stride))
-            if size_e != 1 and sp.expand(stride_e - expected) != 0:
-                return True
-            expected = expected * size_e
-        return False
+        return node.op == "aten" and bool(node.attrs["view"]) and _strided(v)
 
     def guards(self) -> None:
         """The ShapeEnv's guards (and runtime asserts) as guards of the trace; pinned symbols last."""
@@ -495,6 +497,19 @@ def _scratch(op: str, counted: bool, inputs: list[Tensor], shape: tuple[Expr, ..
     if op.startswith(("upsample", "_upsample", "_unsafe_index")):
         return ins + _prod(list(shape))
     return ins if counted else Const(0)
+
+
+def _strided(v: Any) -> bool:
+    """Whether the fake tensor ``v`` may not be contiguous: strides other than its shape's, compared
+    symbolically (no guard; forms that are equal but differ count as strided, conservatively)."""
+    sp = _torch().sympy
+    expected: Any = sp.Integer(1)
+    for size, stride in zip(reversed(v.shape), reversed(v.stride())):
+        size_e, stride_e = sp.sympify(_sym(size)), sp.sympify(_sym(stride))
+        if size_e != 1 and sp.expand(stride_e - expected) != 0:
+            return True
+        expected = expected * size_e
+    return False
 
 
 def _sym(x: Any) -> Any:
