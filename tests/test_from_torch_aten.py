@@ -84,7 +84,15 @@ IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     "mean_dims": lambda m, x: x - x.mean(dim=(0, 2), keepdim=True),
     "softmax_dtype": lambda m, x: F.softmax(x, dim=1, dtype=torch.float32),
     "masked_fill": lambda m, x: x.masked_fill(x < 0, 0.0),
+    "var_mean": lambda m, x: _normalized(x),
+    "gather": lambda m, x: x.gather(1, x.argmax(1, keepdim=True)),
+    "numel": lambda m, x: x * (1.0 / x.numel()) + x.new_zeros(x.shape[0], 1, 1, 1),
 }
+
+
+def _normalized(x: torch.Tensor) -> torch.Tensor:
+    var, mean = torch.var_mean(x, dim=(2, 3), keepdim=True)  # a tuple of two outputs
+    return (x - mean) / (var + 1e-5).sqrt()
 
 
 def _iadd(x: torch.Tensor) -> torch.Tensor:
