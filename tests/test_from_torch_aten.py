@@ -79,6 +79,7 @@ IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     "iadd": lambda m, x: _iadd(x),
     "slice": lambda m, x: x[:, :, 1:-1],
     "slice_step": lambda m, x: x[..., ::2],
+    "slice_symbolic": lambda m, x: x[:, :, : x.shape[2] - 1 + m.c // 3],
     "where": lambda m, x: torch.where(x > 0, x, x * 0.5),
     "clamp_pow_sqrt": lambda m, x: x.clamp(min=0.1).pow(2).sqrt() + torch.rsqrt(x.abs() + 1),
     "mean_dims": lambda m, x: x - x.mean(dim=(0, 2), keepdim=True),

@@ -299,13 +299,16 @@ class _Call:
                 shape = self.tr.shape_of(x)
                 if shape is None and x.dim() > 0:
                     raise TraceError(
-                        f"{self.name}: a constant tensor of shape {tuple(x.shape)} whose shape cannot be "
-                        f"followed (make it with torch.empty/zeros/ones/full(shape...) from the "
-                        f"configuration, or register it as a parameter or buffer): {user_line()}"
+                        f"{self.name}: a constant tensor of shape {tuple(x.shape)} (a buffer, or made in "
+                        f"forward) whose dependence on the configuration dnnsat cannot tell: "
+                        f"{user_line()}; make it with torch.empty/zeros/ones/full(shape...) from the "
+                        f"configuration's values, or as a parameter"
                     )
                 return self.empty(shape or (), x.dtype)
         if isinstance(x, SymInt):
             return self.size(x.expr)
+        if isinstance(x, slice):  # x[:, :n] with a symbolic n
+            return slice(self.fake(x.start), self.fake(x.stop), self.fake(x.step))
         if isinstance(x, SymFloat | SymStr):
             return fixed(x)
         return x
