@@ -87,6 +87,7 @@ IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     "masked_fill": lambda m, x: x.masked_fill(x < 0, 0.0),
     "var_mean": lambda m, x: _normalized(x),
     "gather": lambda m, x: x.gather(1, x.argmax(1, keepdim=True)),
+    "max_dim": lambda m, x: x.max(dim=1, keepdim=True).values * x,  # a named tuple of two outputs
     "numel": lambda m, x: x * (1.0 / x.numel()) + x.new_zeros(x.shape[0], 1, 1, 1),
 }
 
