@@ -25,8 +25,8 @@ SPACE = ds.Space(
 
 
 class Idiom(nn.Module):
-    """A channels-first block ``x -> forward(self, x)`` holding a ``c``-channel weight and bias, and a
-    linear head over the channels (a model always has a parameter whose size is a hyperparameter)."""
+    """A channels-first block ``x -> forward(self, x)`` holding ``c``-channel parameters and buffers for
+    the idioms (counted whether used or not, as PyTorch does), and a linear head over the channels."""
 
     def __init__(self, c: int, forward: Callable[..., Any], train: bool = False) -> None:
         super().__init__()
@@ -37,6 +37,7 @@ class Idiom(nn.Module):
         self.conv_weight = nn.Parameter(torch.empty(c, c, 3, 3))
         self.register_buffer("running_mean", torch.zeros(c))
         self.register_buffer("running_var", torch.ones(c))
+        self.proj = nn.Linear(c, c)
         self.head = nn.Linear(c, 2)
         self.train(train)
 
@@ -87,6 +88,10 @@ IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     "masked_fill": lambda m, x: x.masked_fill(x < 0, 0.0),
     "var_mean": lambda m, x: _normalized(x),
     "gather": lambda m, x: x.gather(1, x.argmax(1, keepdim=True)),
+    # nn.Linear's handler refuses a constant input: the module's forward (F.linear) is traced instead
+    "linear_on_constant": lambda m, x: (
+        x + m.proj(torch.ones(x.shape[0], m.c, device=x.device)).view(x.shape[0], m.c, 1, 1)
+    ),
     "max_dim": lambda m, x: x.max(dim=1, keepdim=True).values * x,  # a named tuple of two outputs
     "numel": lambda m, x: x * (1.0 / x.numel()) + x.new_zeros(x.shape[0], 1, 1, 1),
 }

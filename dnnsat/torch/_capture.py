@@ -178,13 +178,21 @@ class _Trace(Recorder):
         ATen fallback (:mod:`._aten`)."""
         handler = _FUNCTIONS.get(name)
         if handler is not None:
-            mark = len(self.net.nodes)
-            try:
-                return self.handle(handler, *args, **kwargs)
-            except TraceError:
-                if any(n.op != "parameter" for n in self.net.nodes[mark:]):
-                    raise
+            done, out = self.attempt(handler, *args, **kwargs)
+            if done:
+                return out
         return self.handle(fallback, name, func, args, kwargs)
+
+    def attempt(self, handler: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+        """``(True, handle(handler, ...))``, or ``(False, None)`` when the handler refuses the call
+        (:class:`TraceError`) before adding an op (the caller then traces it at the ATen level)."""
+        mark = len(self.net.nodes)
+        try:
+            return True, self.handle(handler, *args, **kwargs)
+        except TraceError:
+            if any(n.op != "parameter" for n in self.net.nodes[mark:]):
+                raise
+            return False, None
 
     def handle(self, handler: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``handler(self, *args, **kwargs)``; a result reaching the model's code is watched (see

@@ -491,18 +491,28 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.TransformerEncoder: _encoder_mod,
     nn.TransformerDecoderLayer: _decoder_layer_mod,
 }
+# their ``forward`` takes paths a trace cannot follow (nested tensors, fused fast paths, packed
+# sequences): where their handler refuses a call, its message says what to change
+_REFUSALS_KEPT = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder,
+                  nn.TransformerDecoderLayer, nn.LSTM, nn.GRU)  # fmt: skip
 _ORIGINAL_CALL = nn.Module.__call__
 _CURRENT: list[_Trace] = []
 
 
 def _call(tr: _Trace, mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
-    """A module call during the forward trace: a supported leaf becomes ops, others run ``forward``."""
+    """A module call during the forward trace: a supported leaf becomes ops; others, and a supported
+    one whose handler refuses the call, run ``forward`` (its functions traced, at the ATen level where
+    unmapped)."""
     handler = _handler(type(mod))
     tr.stack.append(tr.names.get(id(mod), type(mod).__name__))
     try:
-        if handler is not None:
+        if handler is not None and isinstance(mod, _REFUSALS_KEPT):
             return tr.handle(handler, mod, *args, **kwargs)
-        return mod.forward(*args, **kwargs)  # an unmapped torch.nn module too: its functions are traced
+        if handler is not None:
+            done, out = tr.attempt(handler, mod, *args, **kwargs)
+            if done:
+                return out
+        return mod.forward(*args, **kwargs)
     finally:
         tr.stack.pop()
 
