@@ -92,6 +92,10 @@ IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     "linear_on_constant": lambda m, x: (
         x + m.proj(torch.ones(x.shape[0], m.c, device=x.device)).view(x.shape[0], m.c, 1, 1)
     ),
+    # the handler refuses attention dropout: PyTorch's own kernel and FLOP formula
+    "sdpa_dropout": lambda m, x: F.scaled_dot_product_attention(*[x.flatten(2)] * 3, dropout_p=0.5).view_as(
+        x
+    ),
     "max_dim": lambda m, x: x.max(dim=1, keepdim=True).values * x,  # a named tuple of two outputs
     "numel": lambda m, x: x * (1.0 / x.numel()) + x.new_zeros(x.shape[0], 1, 1, 1),
 }
