@@ -96,9 +96,17 @@ IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     "sdpa_dropout": lambda m, x: F.scaled_dot_product_attention(*[x.flatten(2)] * 3, dropout_p=0.5).view_as(
         x
     ),
+    "dtypes": lambda m, x: _typed(x),
     "max_dim": lambda m, x: x.max(dim=1, keepdim=True).values * x,  # a named tuple of two outputs
     "numel": lambda m, x: x * (1.0 / x.numel()) + x.new_zeros(x.shape[0], 1, 1, 1),
 }
+
+
+def _typed(x: torch.Tensor) -> torch.Tensor:
+    """Results keep their dtype for the model's code (a comparison is boolean, an argmax int64)."""
+    mask, index = x > 0, x.argmax(1, keepdim=True)
+    assert (mask.dtype, index.dtype) == (torch.bool, torch.int64), (mask.dtype, index.dtype)
+    return x * mask.to(x.dtype)
 
 
 def _normalized(x: torch.Tensor) -> torch.Tensor:

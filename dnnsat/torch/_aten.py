@@ -47,8 +47,6 @@ from ._tensor import STensor, _t
 if TYPE_CHECKING:
     from ._capture import _Trace
 
-_DTYPES: weakref.WeakKeyDictionary[Tensor, torch.dtype] = weakref.WeakKeyDictionary()  # fallback outputs
-
 
 @functools.cache
 def _torch() -> SimpleNamespace:
@@ -288,7 +286,7 @@ class _Call:
         if isinstance(x, STensor):
             t = _t(x)
             if t.index not in self.fakes:
-                dtype = _DTYPES.get(t) or (
+                dtype = x.torch_dtype or (
                     torch.int64 if t.dtype == "int64" else torch.bool if x.is_bool else torch.float32
                 )
                 f = self.empty(t.shape, dtype)
@@ -360,7 +358,6 @@ class _Call:
                 view=view, saves=saves, buffers=sum_(buffers) if k == 0 else Const(0), workspace=scratch,
                 args=template, sizes=tuple(sizes),
             )  # fmt: skip
-            _DTYPES[y] = o.dtype
             self.graph[id(o)] = y
             self.keep.append(o)
 
@@ -455,9 +452,8 @@ class _Call:
                 "aten_clone", "aten.clone.default", [t], part=0, shape=t.shape, macs=Const(0), view=False,
                 saves=(), buffers=Const(0), workspace=Const(0), args=((AtenArg("in", 0),), ()), sizes=(),
             )  # fmt: skip
-            _DTYPES[y] = v.dtype
         st = STensor(self.tr, y)
-        st.is_bool = v.dtype == torch.bool
+        st.is_bool, st.torch_dtype = v.dtype == torch.bool, v.dtype
         if y is not t:
             weakref.finalize(st, self.tr._freed, t.index)
         return st

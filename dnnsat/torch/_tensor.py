@@ -27,6 +27,7 @@ class STensor:
         self._t = t
         self.is_bool = False  # a boolean model input (an attention mask)
         self.watched = False  # reached the model's own code: notes when Python frees it (_Trace.held)
+        self.torch_dtype: torch.dtype | None = None  # a result of the ATen fallback: its real dtype
 
     # shape queries -------------------------------------------------------------------------------
     @property
@@ -45,6 +46,8 @@ class STensor:
 
     @property
     def dtype(self) -> torch.dtype:
+        if self.torch_dtype is not None:
+            return self.torch_dtype
         return torch.int64 if self._t.dtype == "int64" else torch.float32
 
     @property
