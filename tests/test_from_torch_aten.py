@@ -205,3 +205,29 @@ def test_memory_is_not_under(name: str, train: bool) -> None:
     graph = GraphModule(concretize(net, cfg))
     with torch.no_grad():
         assert graph(*example_inputs(graph)).shape == module(x).shape
+
+
+def test_translation_of_sympy_sizes() -> None:
+    """Every form of PyTorch's symbolic sizes and guards the fallback translates evaluates, at many
+    points, as sympy does (floor semantics of ``//`` and ``%``, exact rational scale factors)."""
+    import sympy as sp
+    import torch.utils._sympy.functions as fns
+
+    from dnnsat.expr import Var, compile_scalar
+    from dnnsat.torch._aten import _translate
+
+    a, b = sp.symbols("a b", integer=True, positive=True)
+    names = {a: Var("a"), b: Var("b")}
+    forms = [
+        a + 3 * b - 1, a * b, a**2, fns.PowByNatural(a, 3), fns.FloorDiv(a - 1, b) + 1, fns.CeilDiv(a, b),
+        fns.PythonMod(a, b), fns.Mod(a, b), fns.ModularIndexing(a, 2, b), fns.Max(a, b, 7), fns.Min(a, 2 * b),
+        fns.TruncToInt(sp.Float(1.5) * fns.ToFloat(a)), fns.FloorToInt(fns.IntTrueDiv(a, b)),
+        fns.CeilToInt(fns.IntTrueDiv(a, b)), sp.ceiling(sp.Rational(3, 4) * a),
+    ]  # fmt: skip
+    conds = [sp.Eq(a, b), sp.Ne(a, 1), sp.Lt(a, b), sp.Le(a, 2 * b), sp.Gt(a, 3), sp.Ge(b, a - 1),
+             sp.And(sp.Gt(a, 1), sp.Lt(b, 5)), sp.Or(sp.Eq(a, 1), sp.Eq(b, 1)), sp.Not(sp.Eq(a, b))]  # fmt: skip
+    exprs = [_translate(f, names) for f in [*forms, *conds]]
+    fn = compile_scalar(exprs)
+    for x, y in itertools.product(range(1, 12), range(1, 7)):
+        want = [int(f.subs({a: x, b: y})) for f in forms] + [bool(c.subs({a: x, b: y})) for c in conds]
+        assert list(fn({"a": x, "b": y})) == want, (x, y)

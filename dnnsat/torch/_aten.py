@@ -200,9 +200,9 @@ def _translate(e: Any, names: dict[Any, Expr]) -> Expr:
         return maximum(*(_translate(a, names) for a in args)) if len(args) > 1 else _translate(args[0], names)
     if isinstance(e, fns.Min | sp.Min):
         return minimum(*(_translate(a, names) for a in args)) if len(args) > 1 else _translate(args[0], names)
-    if isinstance(e, fns.FloorToInt | fns.TruncToInt):  # sizes: non-negative, where trunc is floor
+    if isinstance(e, fns.FloorToInt | fns.TruncToInt | sp.floor):  # sizes: >= 0, where trunc is floor
         return _rounded(args[0], names, up=False)
-    if isinstance(e, fns.CeilToInt):
+    if isinstance(e, fns.CeilToInt | sp.ceiling):
         return _rounded(args[0], names, up=True)
     if isinstance(e, fns.Identity):
         return _translate(args[0], names)
