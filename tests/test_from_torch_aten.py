@@ -224,8 +224,10 @@ def test_translation_of_sympy_sizes() -> None:
         fns.TruncToInt(sp.Float(1.5) * fns.ToFloat(a)), fns.FloorToInt(fns.IntTrueDiv(a, b)),
         fns.CeilToInt(fns.IntTrueDiv(a, b)), sp.ceiling(sp.Rational(3, 4) * a),
     ]  # fmt: skip
-    conds = [sp.Eq(a, b), sp.Ne(a, 1), sp.Lt(a, b), sp.Le(a, 2 * b), sp.Gt(a, 3), sp.Ge(b, a - 1),
-             sp.And(sp.Gt(a, 1), sp.Lt(b, 5)), sp.Or(sp.Eq(a, 1), sp.Eq(b, 1)), sp.Not(sp.Eq(a, b))]  # fmt: skip
+    conds = [
+        sp.Eq(a, b), sp.Ne(a, 1), sp.Lt(a, b), sp.Le(a, 2 * b), sp.Gt(a, 3), sp.Ge(b, a - 1),
+        sp.And(sp.Gt(a, 1), sp.Lt(b, 5)), sp.Or(sp.Eq(a, 1), sp.Eq(b, 1)), sp.Not(sp.Eq(a, b)),
+    ]  # fmt: skip
     exprs = [_translate(f, names) for f in [*forms, *conds]]
     fn = compile_scalar(exprs)
     for x, y in itertools.product(range(1, 12), range(1, 7)):
