@@ -257,7 +257,10 @@ class _Call:
             hint = int(plain(self.tr.sym(e)))
             source = m.Dim(f"d{len(self.symbols)}")
             s = self.env.create_symbol(hint, source, dynamic_dim=m.DimDynamic.DYNAMIC)
-            lo, hi = interval([e], self.tr.box)[id(e)]
+            key = ("aten range", id(e))  # shared by the regions (the expression kept alive with it)
+            if key not in self.tr.cache:
+                self.tr.cache[key] = (e, interval([e], self.tr.box)[id(e)])
+            lo, hi = self.tr.cache[key][1]
             # every dimension of a valid network is >= 1: PyTorch may assume it (guards that hold for
             # all sizes >= 1 are then never raised, which is sound as the op's rule asks >= 1)
             self.env.constrain_symbol_range(s, compiler_min=max(int(lo), min(1, hint)), compiler_max=int(hi))
