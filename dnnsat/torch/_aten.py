@@ -16,9 +16,15 @@ decompositions, which keep sizes symbolic) becomes one catalog ``aten`` node per
   translation does not cover (a float scale that is not a short binary fraction) is pinned: its
   symbols are guarded equal to their values here.
 
-Memory is conservative: a view or an in-place operator (by its schema's alias annotations) allocates
-nothing; any other allocates its outputs and, when training, keeps its non-parameter inputs and its
-output for backward.
+An operator with several outputs (``unbind``, ``var_mean``, ``native_layer_norm``'s statistics) gives
+one node per output (the first carries the FLOPs); an empty placeholder output gets none. Results
+reach the model's code as STensors (with their dtype), sizes as symbolic ints.
+
+Memory is conservative (an upper bound): a view or an in-place operator (by its schema's alias
+annotations) allocates nothing; any other allocates its outputs and, when training, keeps its
+non-parameter inputs and its output for backward; :func:`_scratch` adds the copies CPU kernels make (a
+convolution's reorders, resampling, a strided input), and a strided view returned to the model counts
+as a copy (:meth:`_Call.stensor`).
 """
 
 from __future__ import annotations
