@@ -233,3 +233,18 @@ def test_translation_of_sympy_sizes() -> None:
     for x, y in itertools.product(range(1, 12), range(1, 7)):
         want = [int(f.subs({a: x, b: y})) for f in forms] + [bool(c.subs({a: x, b: y})) for c in conds]
         assert list(fn({"a": x, "b": y})) == want, (x, y)
+
+
+@pytest.mark.parametrize("name", sorted(IDIOMS))
+def test_materialized_network_runs(name: str) -> None:
+    """The traced network materializes (each ``aten`` node calls its operator on real tensors) and gives
+    the output shape of the module it was traced from."""
+    from dnnsat.torch import GraphModule, concretize, example_inputs
+
+    model = from_torch(lambda c: Idiom(c["c"], IDIOMS[name]), _inputs)
+    problem = ds.Problem(SPACE, model=model)
+    cfg = next(c for c in ({"b": 2, "c": 3, "h": 5}, {"b": 2, "c": 1, "h": 5}) if problem.check(c).feasible)
+    graph = GraphModule(concretize(model.network(SPACE), cfg))
+    module = Idiom(cfg["c"], IDIOMS[name])
+    with torch.no_grad():
+        assert graph(*example_inputs(graph)).shape == module(torch.randn(*_inputs(cfg)[0].shape)).shape

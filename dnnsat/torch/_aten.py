@@ -335,9 +335,6 @@ class _Call:
             t = self.graph.get(id(a))
             if t is not None and all(t is not u for u in ins):
                 ins.append(t)
-        sizes: list[Expr] = []
-        buffers: list[Expr] = []
-        template = self.template((tuple(args), tuple(sorted(kwargs.items()))), ins, sizes, buffers)
         outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
         m = _torch()
         counter = m.flops.get(func._overloadpacket)
@@ -356,6 +353,9 @@ class _Call:
             if any(d.is_const and d.value == 0 for d in shape):  # empty: a placeholder (eval statistics)
                 self.empties.add(id(o))
                 continue
+            sizes: list[Expr] = []
+            buffers: list[Expr] = []  # constants read (counted once per call)
+            template = self.template((tuple(args), tuple(sorted(kwargs.items()))), order, sizes, buffers)
             scratch = Const(0)
             if k == 0 and not view:  # a kernel may copy a strided input to a contiguous one first
                 strided = [
@@ -364,7 +364,7 @@ class _Call:
                 scratch = _scratch(op, counter is not None, order, shape) + sum_(t.numel for t in strided)
             y = self.node(
                 f"aten_{op}", str(func), order, part=k, shape=shape, macs=macs if k == 0 else Const(0),
-                view=view, saves=saves, buffers=sum_(buffers) if k == 0 else Const(0), workspace=scratch,
+                view=view, saves=saves, buffers=sum_(buffers), workspace=scratch,
                 args=template, sizes=tuple(sizes),
             )  # fmt: skip
             self.graph[id(o)] = y
