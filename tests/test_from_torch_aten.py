@@ -97,6 +97,7 @@ IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
         x
     ),
     "dtypes": lambda m, x: _typed(x),
+    "transpose_property": lambda m, x: (x.mT @ x).mT[..., : x.shape[-1]].unsqueeze(1).flatten(1, 2),
     "max_dim": lambda m, x: x.max(dim=1, keepdim=True).values * x,  # a named tuple of two outputs
     "numel": lambda m, x: x * (1.0 / x.numel()) + x.new_zeros(x.shape[0], 1, 1, 1),
 }
