@@ -295,16 +295,6 @@ class CausalNoMask(nn.Module):
         return self.attn(x, x, x, need_weights=False, is_causal=True)[0]  # refused: no mask
 
 
-class Einsum(nn.Module):
-    def __init__(self, d: int) -> None:
-        super().__init__()
-        self.p = nn.Linear(d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.p(x)
-        return torch.einsum("bij,bkj->bi", y, y)  # refused: einsum
-
-
 @pytest.mark.parametrize(
     "cls,message",
     [
@@ -313,7 +303,6 @@ class Einsum(nn.Module):
             r"module attn: MultiheadAttention is supported as .*key is value.*refused: key is not value",
         ),
         (CausalNoMask, r"module attn: MultiheadAttention: is_causal=True needs attn_mask.*refused: no mask"),
-        (Einsum, r"einsum 'bij,bkj->bi': a letter summed in one operand only .*refused: einsum"),
     ],
 )
 def test_unsupported_names_module_op_and_line(cls: type, message: str) -> None:

@@ -78,6 +78,7 @@ __all__ = [
     "lin",
     "eq",
     "divides",
+    "AtenArg",
 ]
 
 Shape = tuple[Expr, ...]
@@ -2068,6 +2069,79 @@ def _upsample_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     import torch.nn as nn
 
     return nn.Upsample(size=tuple(a.size), mode=a.mode, align_corners=a.align_corners)
+
+
+# ------------------------------------------------------------------------------------------------
+# PyTorch's own operators (``dnnsat.torch.from_torch``'s ATen fallback)
+
+
+@dataclass(frozen=True)
+class AtenArg:
+    """A placeholder in the argument template of an ``aten`` node: ``kind`` ``"in"`` (input tensor
+    ``index``), ``"size"`` (``sizes[index]``) or ``"const"`` (a constant tensor of dtype ``dtype`` whose
+    shape is ``sizes[index : index + ndim]``, zeros when materialized)."""
+
+    kind: str
+    index: int
+    dtype: str = ""
+    ndim: int = 0
+
+
+@op("aten", arity=None)
+def _aten(ins: list[Shape], a: Attrs) -> OpInfo:
+    """Output ``part`` of one ATen operator ``aten`` (``"aten.native_layer_norm.default"``) as
+    ``from_torch`` traced it: ``shape`` and ``macs`` (half the FLOPs ``FlopCounterMode`` counts, from
+    its own formulas) were computed from PyTorch's symbolic meta kernel. Memory, conservatively:
+    ``view`` (a view or an in-place op) allocates nothing; otherwise the output is allocated and, when
+    training, the inputs ``saves`` names (``"in<k>"``, ``"out"``) are kept for backward; ``buffers``:
+    elements of the constant tensors it reads (running statistics); ``workspace``: elements of the
+    transient copies its kernel may make in the forward and again in the backward (a convolution's
+    reorders). ``ops``: one per output element."""
+    y = tuple(a.shape)
+    checks = [_ge1("dimensions are positive", *y)]
+    if a.view:
+        return OpInfo([y], checks, macs=a.macs, io=Const(0), mem=Mem(view=True))
+    kept = [_numel(y) if s == "out" else _numel(ins[int(s[2:])]) for s in a.saves]
+    mem = Mem(
+        saves=tuple(a.saves),
+        buffers=((a.buffers, "param"),) if not _is_zero(a.buffers) else (),
+        workspace=((a.workspace, "act"),) if not _is_zero(a.workspace) else (),
+        backward=((a.workspace, "act"),) if not _is_zero(a.workspace) else (),
+    )
+    io = sum_(_numel(x) for x in ins) + _numel(y)
+    return OpInfo([y], checks, macs=a.macs, ops=_numel(y), saved=sum_(kept), io=io, mem=mem)
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.is_const and e.value == 0
+
+
+@_aten.torch
+def _aten_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    ns, name, overload = a.aten.split(".")
+    fn = getattr(getattr(getattr(torch.ops, ns), name), overload)
+
+    def run(*xs: Any) -> Any:
+        def value(v: Any) -> Any:
+            if isinstance(v, tuple):
+                return tuple(value(u) for u in v)
+            if not isinstance(v, AtenArg):
+                return v
+            if v.kind == "in":
+                return xs[v.index]
+            if v.kind == "size":
+                return a.sizes[v.index]
+            shape = tuple(a.sizes[v.index : v.index + v.ndim])
+            return torch.zeros(shape, dtype=getattr(torch, v.dtype), device=xs[0].device if xs else None)
+
+        args, kwargs = a.args
+        out = fn(*value(args), **{k: value(v) for k, v in kwargs})
+        return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)][a.part]
+
+    return _fn_module(run)
 
 
 def broadcast_shape(x: Shape, y: Shape) -> Shape:

@@ -18,6 +18,7 @@ from torch.utils._device import _device_constructors
 
 from ..expr import Const, Expr, as_expr, interval
 from ..graph import Check, Network, Tensor
+from ._aten import fallback
 from ._errors import _HERE, TraceError
 from ._functions import _FUNCTIONS
 from ._symbolic import TORCH_DIR, Recorder, SymFloat, SymInt, as_expr_like, expr_of, fixed, plain, user_line
@@ -248,11 +249,27 @@ class _Trace(Recorder):
             node = self.net.producer[out._t.index]
             self.binds.setdefault(node, []).append(Check(rule, cond))
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], func: Any = None) -> Any:
+        """A tensor function or method of the model (``func``: the callable, when known): its handler
+        (exact memory rules), or where there is none or it refuses the call before adding an op, the
+        ATen fallback (:mod:`._aten`)."""
         handler = _FUNCTIONS.get(name)
-        if handler is None:
-            raise TraceError(f"tensor function or method {name!r} is not supported: {user_line()}")
-        return self.handle(handler, *args, **kwargs)
+        if handler is not None:
+            done, out = self.attempt(handler, *args, **kwargs)
+            if done:
+                return out
+        return self.handle(fallback, name, func, args, kwargs)
+
+    def attempt(self, handler: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+        """``(True, handle(handler, ...))``, or ``(False, None)`` when the handler refuses the call
+        (:class:`TraceError`) before adding an op (the caller then traces it at the ATen level)."""
+        mark = len(self.net.nodes)
+        try:
+            return True, self.handle(handler, *args, **kwargs)
+        except TraceError:
+            if any(n.op != "parameter" for n in self.net.nodes[mark:]):
+                raise
+            return False, None
 
     def handle(self, handler: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``handler(self, *args, **kwargs)``; a result reaching the model's code is watched (see
@@ -428,9 +445,9 @@ class _Mode(TorchFunctionMode):
         flat = _flat(args, kwargs)
         owner = next((a._trace for a in flat if isinstance(a, STensor)), None)
         if owner is not None and owner is not tr:  # a forward run while building (see _Trace.scratch)
-            return owner.call(name, tuple(args), dict(kwargs))
+            return owner.call(name, tuple(args), dict(kwargs), func)
         if tr.forward and self._traced(name, flat):
-            return tr.call(name, tuple(args), dict(kwargs))
+            return tr.call(name, tuple(args), dict(kwargs), func)
         if name == "arange":
             size = _arange_size(args, kwargs)
             if size is not None:

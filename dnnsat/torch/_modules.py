@@ -491,20 +491,27 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.TransformerEncoder: _encoder_mod,
     nn.TransformerDecoderLayer: _decoder_layer_mod,
 }
-_CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+# their ``forward`` takes paths a trace cannot follow (nested tensors, fused fast paths, packed
+# sequences): where their handler refuses a call, its message says what to change
+_REFUSALS_KEPT = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder,
+                  nn.TransformerDecoderLayer, nn.LSTM, nn.GRU)  # fmt: skip
 _ORIGINAL_CALL = nn.Module.__call__
 _CURRENT: list[_Trace] = []
 
 
 def _call(tr: _Trace, mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
-    """A module call during the forward trace: a supported leaf becomes ops, others run ``forward``."""
+    """A module call during the forward trace: a supported leaf becomes ops; others, and a supported
+    one whose handler refuses the call, run ``forward`` (its functions traced, at the ATen level where
+    unmapped)."""
     handler = _handler(type(mod))
     tr.stack.append(tr.names.get(id(mod), type(mod).__name__))
     try:
-        if handler is not None:
+        if handler is not None and isinstance(mod, _REFUSALS_KEPT):
             return tr.handle(handler, mod, *args, **kwargs)
-        if type(mod).__module__.startswith("torch.") and not isinstance(mod, _CONTAINERS):
-            raise TraceError(f"module {tr.where()} ({type(mod).__name__}) is not supported: {user_line()}")
+        if handler is not None:
+            done, out = tr.attempt(handler, mod, *args, **kwargs)
+            if done:
+                return out
         return mod.forward(*args, **kwargs)
     finally:
         tr.stack.pop()

@@ -177,7 +177,7 @@ def _past_uses(net: Network, held: dict[int, int], outputs: tuple[int, ...]) -> 
 # the trace's own code: a bug raised there is not the model's verdict (see _raised_here)
 _OWN_FILES = frozenset(
     os.path.join(os.path.dirname(__file__), f"{name}.py")
-    for name in ("_errors", "_tensor", "_capture", "_functions", "_modules", "_regions")
+    for name in ("_errors", "_tensor", "_capture", "_functions", "_modules", "_regions", "_aten")
 )
 
 

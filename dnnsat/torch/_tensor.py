@@ -163,6 +163,30 @@ def network_dtype(dtype: torch.dtype) -> str:
     return "float32" if dtype.is_floating_point or dtype.is_complex else "int64"
 
 
+def _operator(name: str) -> Any:
+    def method(self: STensor, *args: Any) -> Any:
+        return self._trace.call(name, (self, *args), {})
+
+    method.__name__ = name
+    return method
+
+
+def _view_property(name: str) -> Any:
+    def get(self: STensor) -> Any:
+        return self._trace.call(name, (self,), {}, lambda t: getattr(t, name))
+
+    return property(get)
+
+
+# comparisons and the other operators of torch.Tensor, and its transposing properties (traced by the ATen
+# fallback, dnnsat/torch/_aten.py)
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__pow__", "__rpow__", "__rtruediv__", "__floordiv__",
+              "__mod__", "__and__", "__or__", "__xor__", "__invert__", "__abs__"):  # fmt: skip
+    setattr(STensor, _name, _operator(_name))
+for _name in ("T", "mT"):
+    setattr(STensor, _name, _view_property(_name))
+
+
 class _Opaque:
     """A secondary output (an RNN's final states, attention weights): any use raises."""
 

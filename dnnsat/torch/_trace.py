@@ -18,8 +18,10 @@ How it works (see :func:`from_torch`):
 3. **Forward.** ``module(*inputs)`` runs with symbolic tensors: a call of a supported ``torch.nn`` leaf
    module becomes a catalog op whose attributes are the module's symbolic attributes (plus a rule that
    the module's declared input size matches its input); supported tensor functions and methods become
-   catalog ops; ``x.shape`` / ``x.size(i)`` are symbolic ints. Anything else raises
-   :class:`TraceError` naming the module or function and the user's source line.
+   catalog ops; ``x.shape`` / ``x.size(i)`` are symbolic ints. Anything else (an unmapped function or
+   ``torch.nn`` module's ``forward``) is traced at the ATen level through PyTorch's symbolic shapes
+   (``_aten.py``); what cannot be traced raises :class:`TraceError` naming the module or function and
+   the user's source line.
 4. **Regions.** The conjunction of a trace's guards is its *region*: every configuration in it runs
    the same code, so the trace's network is exact there. Tracing repeats at a configuration no region
    covers yet (all combinations of the guarded parameters, enumerated) until every configuration is
