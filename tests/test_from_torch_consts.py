@@ -18,7 +18,7 @@ import torch.nn as nn  # noqa: E402
 import dnnsat as ds  # noqa: E402
 from dnnsat.cost import Budget, memory_expressions  # noqa: E402
 from dnnsat.expr import compile_scalar  # noqa: E402
-from dnnsat.torch import TraceError, from_torch, peak_memory  # noqa: E402
+from dnnsat.torch import from_torch, peak_memory  # noqa: E402
 from tests.test_from_torch import assert_exact, configs  # noqa: E402
 
 Config = dict[str, Any]
@@ -355,22 +355,7 @@ def _hf_inputs(family: str, c: Config) -> Any:
     return torch.zeros(c["batch"], c["seq"], dtype=torch.long)  # int64 token ids
 
 
-_NEEDS = {  # the ops that still stop a family (the generic ATen fallback covers them)
-    "gpt2": "'pow' (the tanh GELU of activations.py)",
-    "llama": "'pow' / 'rsqrt' (LlamaRMSNorm), 'cos' / 'sin' (rotary embedding)",
-    "t5": "'pow' / 'rsqrt' (T5LayerNorm)",
-}
-
-
-@pytest.mark.parametrize(
-    "family",
-    [
-        "bert",
-        "vit",
-        *(pytest.param(f, marks=pytest.mark.xfail(raises=TraceError, strict=True, reason=why))
-          for f, why in _NEEDS.items()),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("family", ["bert", "vit", "gpt2", "llama", "t5"])
 def test_hugging_face_family_exact(family: str) -> None:
     # the class is looked up before the trace: transformers imports its model modules lazily
     getattr(transformers, {"bert": "BertModel", "gpt2": "GPT2Model", "llama": "LlamaModel",

@@ -1,7 +1,7 @@
 """The model-zoo coverage benchmark (``benchmarks.model_zoo``) on a few models: a traced model's params,
 FLOPs and validity equal PyTorch's on random configurations of its space (resnet18's holds invalid ones:
-its BasicBlock raises for a ``width_per_group`` other than 64). The models ``from_torch``
-refuses today are strict xfails (issue 30): they fail the test once fixed, so the mark is removed."""
+its BasicBlock raises for a ``width_per_group`` other than 64); MobileNet v3 (``Hardsigmoid``) and ConvNeXt
+(``F.layer_norm``) go through the ATen fallback, BERT has constant tensors in its forward."""
 
 from __future__ import annotations
 
@@ -15,24 +15,10 @@ if importlib.util.find_spec("torchvision") is None or importlib.util.find_spec("
 
 from benchmarks.model_zoo import cases, categorise, run_model  # noqa: E402
 
-REFUSED = {  # model -> what from_torch refuses in it today
-    "mobilenet_v3_small": "the Hardsigmoid module",
-    "convnext_tiny": "F.layer_norm",
-}
 MODELS = ["resnet18", "mobilenet_v3_small", "convnext_tiny", "bert"]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n, marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason=f"issue 30: {REFUSED[n]}")
-        )
-        if n in REFUSED
-        else n
-        for n in MODELS
-    ],
-)
+@pytest.mark.parametrize("name", MODELS)
 def test_zoo_model_is_traced_and_exact(name):
     (case,) = cases(only=[name])
     result = run_model(case, n_configs=4, seed=0)  # pytest-timeout bounds it

@@ -1999,7 +1999,11 @@ def _narrow(ins: list[Shape], a: Attrs) -> OpInfo:
     step = a.get("step", 1)
     taken = length if step == 1 else ceildiv(length, step)
     y = tuple(taken if j == a.dim else d for j, d in enumerate(x))
-    return OpInfo([y], checks, io=Const(0), mem=Mem(view=True))
+    if step == 1:
+        return OpInfo([y], checks, io=Const(0), mem=Mem(view=True))
+    # a strided view: the ops after it (flatten, view, most kernels) copy it to a contiguous tensor, so
+    # it is counted as that copy (an overestimate where the consumer reads strides)
+    return OpInfo([y], checks, io=2 * prod(y))
 
 
 @_narrow.torch
