@@ -8,7 +8,7 @@ factored (:func:`factor_gated_sums`). Every rewrite gives the same value at ever
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._intervals import interval
@@ -20,7 +20,7 @@ def vector_forms(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> l
     """``roots`` rewritten for vectorized evaluation at points of ``box`` (every variable's
     ``(lo, hi)``; integer variables take integer values): the same values there, fewer array
     operations. Outside the box the values are unspecified."""
-    return factor_gated_sums(point_conditions(roots, box), box)
+    return factor_common(factor_gated_sums(point_conditions(roots, box), box), box)
 
 
 def _sum_terms(node: Expr, absorbed: set[int]) -> list[Expr]:
@@ -37,15 +37,16 @@ def _sum_terms(node: Expr, absorbed: set[int]) -> list[Expr]:
     return terms
 
 
-def factor_gated_sums(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> list[Expr]:
-    """``roots`` with every integer sum whose terms include ``x`` under several gates -- terms ``x``
-    and ``where(c_i, x, 0)``, a block repeated up to a variable depth -- computed as one product
-    ``x * (1 + where(c_1, 1, 0) + ...)``: the count of the gates that hold is shared by every sum
-    gating on the same conditions (parameters and FLOPs of one stage), and each sum multiplies once.
+Rewrite = Callable[
+    [list[Expr], Mapping[int, tuple[Any, Any]], Mapping[int, Expr], Mapping[int, int]], Expr | None
+]
 
-    Exact: integer arithmetic, applied only where ``box`` bounds ``x`` times the number of its terms
-    below 2**62 (numpy's ``int64`` holds every intermediate value).
-    """
+
+def _rewrite_sums(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]], rewrite: Rewrite) -> list[Expr]:
+    """``roots`` with each integer sum (its ``add`` nodes read only by one another, as one) replaced by
+    ``rewrite(terms, bounds, memo, readers)`` when that is not None: ``terms`` the original nodes,
+    ``bounds`` their interval bounds over ``box``, ``memo`` their rewritten forms, ``readers`` how
+    many nodes read each node."""
     order = topological(roots)
     if not variables(roots) <= box.keys():
         return list(roots)
@@ -60,19 +61,40 @@ def factor_gated_sums(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]])
         for a in node.args
         if a.op == "add" and a.sort == "int" and readers[id(a)] == 1
     }
-    bounds: dict[int, tuple[Any, Any]] | None = None
+    bounds: dict[int, tuple[Any, Any]] = {}
     memo: dict[int, Expr] = {}
     for node in order:
         args = [memo[id(a)] for a in node.args]
         new = node if all(a is b for a, b in zip(args, node.args)) else _rebuild(node.op, args)
         if node.op == "add" and node.sort == "int" and id(node) not in absorbed:
-            terms = _sum_terms(node, absorbed)
-            if any(_gated(t)[0].op != "const" for t in terms):
-                bounds = interval(roots, box) if bounds is None else bounds
-                factored = _factored(terms, bounds, memo)
-                new = new if factored is None else factored
+            bounds = bounds or interval(roots, box)
+            rewritten = rewrite(_sum_terms(node, absorbed), bounds, memo, readers)
+            new = new if rewritten is None else rewritten
         memo[id(node)] = new
     return [memo[id(r)] for r in roots]
+
+
+def factor_gated_sums(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> list[Expr]:
+    """``roots`` with every integer sum whose terms include ``x`` under several gates -- terms ``x``
+    and ``where(c_i, x, 0)``, a block repeated up to a variable depth -- computed as one product
+    ``x * (1 + where(c_1, 1, 0) + ...)``: the count of the gates that hold is shared by every sum
+    gating on the same conditions (parameters and FLOPs of one stage), and each sum multiplies once.
+
+    Exact: integer arithmetic, applied only where ``box`` bounds ``x`` times the number of its terms
+    below 2**62 (numpy's ``int64`` holds every intermediate value).
+    """
+    return _rewrite_sums(roots, box, _factored)
+
+
+def factor_common(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> list[Expr]:
+    """``roots`` with common factors taken out of integer sums: ``a*b*k + c*k -> k*(a*b + c)``,
+    greedily (the factor most terms share first, then again inside and outside), over the factors of
+    each term's product (its products read only there, as one).
+
+    Exact: integer arithmetic, applied only where ``box`` bounds the sum of the magnitudes of its
+    terms' factors' products below 2**62 (so is every partial sum and product).
+    """
+    return _rewrite_sums(roots, box, _common_factors)
 
 
 def _gated(term: Expr) -> tuple[Expr, Expr]:
@@ -83,11 +105,13 @@ def _gated(term: Expr) -> tuple[Expr, Expr]:
 
 
 def _factored(
-    terms: list[Expr], bounds: Mapping[int, tuple[Any, Any]], memo: Mapping[int, Expr]
+    terms: list[Expr], bounds: Mapping[int, tuple[Any, Any]], memo: Mapping[int, Expr], _: Mapping[int, int]
 ) -> Expr | None:
     """The sum of ``terms`` (original nodes; ``memo``: their rewritten forms) with the terms of each
     gated ``x`` (``x`` and ``where(c, x, 0)``, two or more) as one product; None when no group has
     two terms."""
+    if all(_gated(t)[0].op == "const" for t in terms):
+        return None
     gates: dict[int, list[Expr]] = {}  # id(x) -> the gates of x (Const(True): x itself)
     for t in terms:
         c, x = _gated(t)
@@ -110,3 +134,72 @@ def _factored(
             count = sum_([Const(held)] + [where(g, 1, 0) for g in cs if g.op != "const"])
             out.append(memo[id(x)] * count)
     return sum_(out)
+
+
+def _factors(term: Expr, readers: Mapping[int, int]) -> list[Expr]:
+    """The factors of an integer product ``term``, left to right, through the products read only
+    there."""
+    out: list[Expr] = []
+    stack = [term]
+    while stack:
+        x = stack.pop()
+        if x.op == "mul" and x.sort == "int" and (x is term or readers[id(x)] == 1):
+            stack.extend(reversed(x.args))
+        else:
+            out.append(x)
+    return out
+
+
+def _common_factors(
+    terms: list[Expr],
+    bounds: Mapping[int, tuple[Any, Any]],
+    memo: Mapping[int, Expr],
+    readers: Mapping[int, int],
+) -> Expr | None:
+    """The sum of ``terms`` with common factors taken out (:func:`factor_common`); None when no two
+    terms share one or the magnitudes are too large."""
+    products = [_factors(t, readers) for t in terms]
+    total = 0
+    for factors in products:
+        magnitude = 1
+        for f in factors:
+            magnitude *= max(abs(b) for b in bounds[id(f)])
+        total += magnitude
+    if total >= INT64_SAFE:
+        return None
+    rewritten = [[memo[id(f)] for f in factors] for factors in products]
+    shared = _most_shared(rewritten)
+    return None if shared is None else _take_out(rewritten)
+
+
+def _most_shared(products: list[list[Expr]]) -> Expr | None:
+    """The factor the most products have (at least two; the first such), or None."""
+    seen: dict[int, tuple[int, Expr]] = {}
+    for factors in products:
+        for f in {id(f): f for f in factors}.values():
+            seen[id(f)] = (seen.get(id(f), (0, f))[0] + 1, f)
+    best = max(seen.values(), key=lambda cf: cf[0], default=(0, None))
+    return best[1] if best[0] > 1 else None
+
+
+def _take_out(products: list[list[Expr]]) -> Expr:
+    """The sum of ``products`` with the most shared factor taken out, recursively."""
+    shared = _most_shared(products)
+    if shared is None:
+        return sum_([_product(factors) for factors in products])
+    inner, rest = [], []
+    for factors in products:
+        if any(f is shared for f in factors):
+            k = next(i for i, f in enumerate(factors) if f is shared)
+            inner.append(factors[:k] + factors[k + 1 :])
+        else:
+            rest.append(factors)
+    out = shared * _take_out(inner)
+    return out + _take_out(rest) if rest else out
+
+
+def _product(factors: list[Expr]) -> Expr:
+    out: Expr = Const(1)
+    for f in factors:
+        out = out * f
+    return out

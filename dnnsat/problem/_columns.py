@@ -58,6 +58,8 @@ def column_test(p: Any, dtype: np.dtype[Any]) -> Test | None:
     if step & (step - 1) == 0 and step:  # a power-of-two step: the low bits of every value are low's
         mask, bits = step - 1, low & (step - 1)
         clear = mask & ~bits  # Python ints >= 0 (safe with unsigned columns)
+        if bits == 0:  # the values are multiples of the step: no bit of the mask is ever set
+            return lambda part: in_range(part) and int(np.bitwise_or.reduce(part)) & clear == 0
         return lambda part: (
             in_range(part)
             and int(np.bitwise_or.reduce(part)) & clear == 0
