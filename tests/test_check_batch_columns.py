@@ -59,10 +59,10 @@ def _problem() -> ds.Problem:
 
 def test_a_bad_value_in_a_later_chunk_is_refused_with_its_row() -> None:
     p = _problem()
-    n = 3 * BATCH_ROWS + 5
+    n = 9 * BATCH_ROWS + 5  # columns are checked a few chunks at a time
     cols = {"w": np.full(n, 16), "d": np.full(n, 2), "m": ["a"] * n}
-    cols["d"][2 * BATCH_ROWS + 3] = 5
-    with pytest.raises(ds.SpaceError, match=rf"column 'd' row {2 * BATCH_ROWS + 3} holds 5"):
+    cols["d"][8 * BATCH_ROWS + 3] = 5
+    with pytest.raises(ds.SpaceError, match=rf"column 'd' row {8 * BATCH_ROWS + 3} holds 5"):
         p.check_batch(cols)
     cols["w"][n - 1] = 24  # an earlier column: refused first, though its bad row is later
     with pytest.raises(ds.SpaceError, match=rf"column 'w' row {n - 1} holds 24"):

@@ -2,25 +2,68 @@
 
 Used by ``Problem.check_batch`` (columns validated against the space): the point forms of
 :func:`dnnsat.expr._point_forms.point_conditions` (conditions constant over the box fold, conditions on
-one expression become intervals of it, integer terms take fewer operations), then gated sums are
-factored (:func:`factor_gated_sums`). Every rewrite gives the same value at every point of the box.
+one expression become intervals of it, integer terms take fewer operations), then integer sums take
+fewer operations (:func:`factor_sums`). Every rewrite gives the same value at every point of the box.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._intervals import interval
 from ._nodes import INT64_SAFE, Const, Expr, _rebuild, sum_, topological, variables, where
 from ._point_forms import point_conditions
 
+Bounds = Mapping[int, tuple[Any, Any]]
+_TRUE = Const(True)
+
 
 def vector_forms(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> list[Expr]:
     """``roots`` rewritten for vectorized evaluation at points of ``box`` (every variable's
     ``(lo, hi)``; integer variables take integer values): the same values there, fewer array
     operations. Outside the box the values are unspecified."""
-    return factor_common(factor_gated_sums(point_conditions(roots, box), box), box)
+    return factor_sums(point_conditions(roots, box), box)
+
+
+def factor_sums(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> list[Expr]:
+    """``roots`` with each integer sum (its ``add`` nodes read only by one another, as one) computed
+    with fewer operations, exactly. Terms ``x`` and ``where(c_i, x, 0)`` (a block repeated up to a
+    variable depth) become one product ``x * (k + where(c_1, 1, 0) + ...)``, the count of the gates
+    that hold, shared by every sum gating on the same conditions (parameters and FLOPs of one stage);
+    then common factors come out, ``a*b*k + c*k -> k*(a*b + c)``, greedily (the factor most terms
+    share first, then again inside and outside), over the factors of each term's product (its
+    products read only there, as one).
+
+    Applied only where ``box`` bounds the sum of the magnitudes of the terms' products below 2**62:
+    numpy's ``int64`` holds every partial sum and product.
+    """
+    order = topological(roots)
+    if not variables(roots) <= box.keys():
+        return list(roots)
+    readers: dict[int, int] = {id(r): 1 for r in roots}
+    for node in order:
+        for a in node.args:
+            readers[id(a)] = readers.get(id(a), 0) + 1
+    absorbed = {  # sums read once, by a sum: terms of that sum
+        id(a)
+        for node in order
+        if node.op == "add" and node.sort == "int"
+        for a in node.args
+        if a.op == "add" and a.sort == "int" and readers[id(a)] == 1
+    }
+    bounds: Bounds = {}
+    memo: dict[int, Expr] = {}
+    for node in order:
+        args = [memo[id(a)] for a in node.args]
+        new = node if all(a is b for a, b in zip(args, node.args)) else _rebuild(node.op, args)
+        if node.op == "add" and node.sort == "int" and id(node) not in absorbed:
+            bounds = bounds or interval(roots, box)
+            factored = _factored(_sum_terms(node, absorbed), bounds, memo, readers)
+            new = new if factored is None else factored
+        memo[id(node)] = new
+    return [memo[id(r)] for r in roots]
 
 
 def _sum_terms(node: Expr, absorbed: set[int]) -> list[Expr]:
@@ -37,103 +80,11 @@ def _sum_terms(node: Expr, absorbed: set[int]) -> list[Expr]:
     return terms
 
 
-Rewrite = Callable[
-    [list[Expr], Mapping[int, tuple[Any, Any]], Mapping[int, Expr], Mapping[int, int]], Expr | None
-]
-
-
-def _rewrite_sums(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]], rewrite: Rewrite) -> list[Expr]:
-    """``roots`` with each integer sum (its ``add`` nodes read only by one another, as one) replaced by
-    ``rewrite(terms, bounds, memo, readers)`` when that is not None: ``terms`` the original nodes,
-    ``bounds`` their interval bounds over ``box``, ``memo`` their rewritten forms, ``readers`` how
-    many nodes read each node."""
-    order = topological(roots)
-    if not variables(roots) <= box.keys():
-        return list(roots)
-    readers: dict[int, int] = {id(r): 1 for r in roots}
-    for node in order:
-        for a in node.args:
-            readers[id(a)] = readers.get(id(a), 0) + 1
-    absorbed = {  # sums read once, by a sum: terms of that sum
-        id(a)
-        for node in order
-        if node.op == "add" and node.sort == "int"
-        for a in node.args
-        if a.op == "add" and a.sort == "int" and readers[id(a)] == 1
-    }
-    bounds: dict[int, tuple[Any, Any]] = {}
-    memo: dict[int, Expr] = {}
-    for node in order:
-        args = [memo[id(a)] for a in node.args]
-        new = node if all(a is b for a, b in zip(args, node.args)) else _rebuild(node.op, args)
-        if node.op == "add" and node.sort == "int" and id(node) not in absorbed:
-            bounds = bounds or interval(roots, box)
-            rewritten = rewrite(_sum_terms(node, absorbed), bounds, memo, readers)
-            new = new if rewritten is None else rewritten
-        memo[id(node)] = new
-    return [memo[id(r)] for r in roots]
-
-
-def factor_gated_sums(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> list[Expr]:
-    """``roots`` with every integer sum whose terms include ``x`` under several gates -- terms ``x``
-    and ``where(c_i, x, 0)``, a block repeated up to a variable depth -- computed as one product
-    ``x * (1 + where(c_1, 1, 0) + ...)``: the count of the gates that hold is shared by every sum
-    gating on the same conditions (parameters and FLOPs of one stage), and each sum multiplies once.
-
-    Exact: integer arithmetic, applied only where ``box`` bounds ``x`` times the number of its terms
-    below 2**62 (numpy's ``int64`` holds every intermediate value).
-    """
-    return _rewrite_sums(roots, box, _factored)
-
-
-def factor_common(roots: Sequence[Expr], box: Mapping[str, tuple[Any, Any]]) -> list[Expr]:
-    """``roots`` with common factors taken out of integer sums: ``a*b*k + c*k -> k*(a*b + c)``,
-    greedily (the factor most terms share first, then again inside and outside), over the factors of
-    each term's product (its products read only there, as one).
-
-    Exact: integer arithmetic, applied only where ``box`` bounds the sum of the magnitudes of its
-    terms' factors' products below 2**62 (so is every partial sum and product).
-    """
-    return _rewrite_sums(roots, box, _common_factors)
-
-
 def _gated(term: Expr) -> tuple[Expr, Expr]:
     """``(c, x)`` of an integer ``term == where(c, x, 0)``; else ``(True, term)``."""
     if term.op == "where" and term.sort == "int" and term.args[2].op == "const" and term.args[2].payload == 0:
         return term.args[0], term.args[1]
-    return Const(True), term
-
-
-def _factored(
-    terms: list[Expr], bounds: Mapping[int, tuple[Any, Any]], memo: Mapping[int, Expr], _: Mapping[int, int]
-) -> Expr | None:
-    """The sum of ``terms`` (original nodes; ``memo``: their rewritten forms) with the terms of each
-    gated ``x`` (``x`` and ``where(c, x, 0)``, two or more) as one product; None when no group has
-    two terms."""
-    if all(_gated(t)[0].op == "const" for t in terms):
-        return None
-    gates: dict[int, list[Expr]] = {}  # id(x) -> the gates of x (Const(True): x itself)
-    for t in terms:
-        c, x = _gated(t)
-        gates.setdefault(id(x), []).append(memo.get(id(c), c))
-    factor = {
-        key
-        for key, cs in gates.items()
-        if len(cs) > 1 and max(abs(b) for b in bounds[key]) * len(cs) < INT64_SAFE
-    }
-    if not factor:
-        return None
-    out: list[Expr] = []
-    for t in terms:
-        c, x = _gated(t)
-        if id(x) not in factor:
-            out.append(memo[id(t)])
-        elif id(x) in gates:
-            cs = gates.pop(id(x))
-            held = sum(1 for g in cs if g.op == "const")
-            count = sum_([Const(held)] + [where(g, 1, 0) for g in cs if g.op != "const"])
-            out.append(memo[id(x)] * count)
-    return sum_(out)
+    return _TRUE, term
 
 
 def _factors(term: Expr, readers: Mapping[int, int]) -> list[Expr]:
@@ -150,26 +101,35 @@ def _factors(term: Expr, readers: Mapping[int, int]) -> list[Expr]:
     return out
 
 
-def _common_factors(
-    terms: list[Expr],
-    bounds: Mapping[int, tuple[Any, Any]],
-    memo: Mapping[int, Expr],
-    readers: Mapping[int, int],
+def _factored(
+    terms: list[Expr], bounds: Bounds, memo: Mapping[int, Expr], readers: Mapping[int, int]
 ) -> Expr | None:
-    """The sum of ``terms`` with common factors taken out (:func:`factor_common`); None when no two
-    terms share one or the magnitudes are too large."""
-    products = [_factors(t, readers) for t in terms]
-    total = 0
-    for factors in products:
-        magnitude = 1
-        for f in factors:
-            magnitude *= max(abs(b) for b in bounds[id(f)])
+    """The sum of ``terms`` (original nodes; ``memo``: their rewritten forms) as :func:`factor_sums`
+    computes it; None when nothing changes or the magnitudes are too large."""
+    gates: dict[int, list[Expr]] = {}  # id(x) -> the gates of x (Const(True): x itself)
+    for t in terms:
+        c, x = _gated(t)
+        gates.setdefault(id(x), []).append(memo.get(id(c), c))
+    products: list[list[Expr]] = []  # each term's factors (rewritten)
+    total, grouped = 0, False
+    for t in terms:
+        c, x = _gated(t)
+        cs = gates.pop(id(x), None)
+        if cs is None:  # a later term of a group: counted in its first one
+            continue
+        factors = _factors(t if len(cs) == 1 else x, readers)
+        magnitude = math.prod(max(abs(b) for b in bounds[id(f)]) for f in factors)
+        factors = [memo[id(f)] for f in factors]
+        if len(cs) > 1:
+            held = sum(1 for g in cs if g.op == "const")
+            factors.append(sum_([Const(held)] + [where(g, 1, 0) for g in cs if g.op != "const"]))
+            magnitude *= len(cs)
+            grouped = True
+        products.append(factors)
         total += magnitude
-    if total >= INT64_SAFE:
+    if total >= INT64_SAFE or not (grouped or _most_shared(products) is not None):
         return None
-    rewritten = [[memo[id(f)] for f in factors] for factors in products]
-    shared = _most_shared(rewritten)
-    return None if shared is None else _take_out(rewritten)
+    return _take_out(products)
 
 
 def _most_shared(products: list[list[Expr]]) -> Expr | None:
