@@ -50,6 +50,7 @@ def _codegen(
 
 
 _COUNT_MAX = 127  # the largest count summed in int8
+_ONE = [("const", 1), ("const", 0)]  # the branches of where(c, 1, 0)
 
 
 def _counts(roots: Sequence[Expr]) -> dict[int, tuple[int, list[Expr]]]:
@@ -60,9 +61,8 @@ def _counts(roots: Sequence[Expr]) -> dict[int, tuple[int, list[Expr]]]:
     for node in topological(roots):
         if node.op == "const" and node.sort == "int" and node.payload >= 0:
             part[id(node)] = (node.payload, [])
-        elif node.op == "where" and node.sort == "int" and [a.payload for a in node.args[1:]] == [1, 0]:
-            if all(a.op == "const" for a in node.args[1:]):
-                part[id(node)] = (0, [node.args[0]])
+        elif node.op == "where" and node.sort == "int" and [(a.op, a.payload) for a in node.args[1:]] == _ONE:
+            part[id(node)] = (0, [node.args[0]])
         elif node.op == "add" and node.sort == "int" and all(id(a) in part for a in node.args):
             (ka, ca), (kb, cb) = (part[id(a)] for a in node.args)
             if ka + kb + len(ca) + len(cb) <= _COUNT_MAX:

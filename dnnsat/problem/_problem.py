@@ -114,8 +114,13 @@ class _Compiled:
     def vector(self) -> Callable[[Mapping[str, Any]], tuple[Any, ...]] | None:
         """The vectorized evaluator of the symbolic constraints (``check_batch``), compiled on first use;
         None without symbolic constraints."""
-        exprs, box = self.vector_exprs, self.domain.value_box()
-        build = lambda: compile_vectorized(vector_forms(exprs, box), box, in_place=True) if exprs else None  # noqa: E731
+
+        def build() -> Callable[[Mapping[str, Any]], tuple[Any, ...]] | None:
+            if not self.vector_exprs:
+                return None
+            box = self.domain.value_box()  # check_batch's values lie in the domain (it checks them)
+            return compile_vectorized(vector_forms(self.vector_exprs, box), box, in_place=True)
+
         return self._once("vector", build)  # type: ignore[no-any-return]
 
 
