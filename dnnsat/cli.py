@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import pickle
+import platform
 import sys
 import sysconfig
 import tempfile
@@ -233,7 +234,8 @@ class ProblemCache:
     without importing it, nor what it imports (PyTorch: 1.5 s and more).
 
     An entry is found by the spec, the module's file (found without importing it) and its content, the
-    Python and dnnsat versions; it is used only when every source file the first call had imported
+    Python and dnnsat versions and what CPU costs read of the machine (its CPU flags, the variables
+    that limit PyTorch's CPU kernels); it is used only when every source file the first call had imported
     outside the standard library and site-packages (the module, its helpers, dnnsat's own source in a
     checkout) has the same content, and every installed package it had imported the same files
     (modification time and size of each package's ``__init__``). A problem that cannot be pickled (a
@@ -249,7 +251,7 @@ class ProblemCache:
         if module_file is None:
             return None
         digest = hashlib.sha256()
-        for part in (spec, sys.version, _dnnsat_version(), str(module_file)):
+        for part in (spec, sys.version, _dnnsat_version(), _cpu_inputs(), str(module_file)):
             digest.update(part.encode() + b"\0")
         try:
             digest.update(module_file.read_bytes())
@@ -290,6 +292,18 @@ class ProblemCache:
             os.replace(tmp.name, path)  # atomic: a concurrent reader sees the old file or the new one
         except Exception:  # a read-only folder or an unpicklable problem: no cache, same answer
             pass
+
+
+def _cpu_inputs() -> str:
+    """What a problem's CPU costs read of this machine without PyTorch (``dnnsat.cost._cpu_backend``):
+    the architecture, the CPU's flags and the variables that limit PyTorch's CPU kernels."""
+    from .cost._cpu_backend import _cpu_flags
+
+    limits = [
+        f"{v}={os.environ.get(v, '')}"
+        for v in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
+    ]
+    return " ".join([platform.machine(), *sorted(_cpu_flags() or ()), *limits])
 
 
 def _module_file(module_name: str) -> Path | None:

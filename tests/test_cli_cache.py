@@ -96,6 +96,12 @@ def test_a_second_call_reads_the_trace_and_any_change_traces_again(tmp_path: Pat
     # the stored problem: neither the module nor PyTorch is imported
     assert "dnnsat.problem" in imported(second) and not {"torch", "cache_helper"} & imported(second)
 
+    # another limit on PyTorch's CPU kernels (CPU memory costs follow it): built again, from the trace
+    other_cpu = dnnsat(tmp_path, *args, DNNL_MAX_CPU_ISA="SSE41")
+    assert other_cpu.returncode == 0, other_cpu.stderr
+    assert "cache_helper" in imported(other_cpu) and traces(tmp_path) == traced
+    assert "cache_helper" not in imported(dnnsat(tmp_path, *args, DNNL_MAX_CPU_ISA="SSE41"))
+
     problem.write_bytes(b"not a pickle")  # a corrupt problem: ignored, built from the stored trace
     third = dnnsat(tmp_path, *args)
     assert json.loads(third.stdout) == json.loads(first.stdout) and "torch" in imported(third)
