@@ -48,13 +48,25 @@ problem = ds.Problem(space, model=ds.from_torch(build, inputs), budget=ds.Budget
 
 
 def dnnsat(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python -m dnnsat.cli ARGS`` in ``tmp`` with its output piped (as in a script)."""
+    """``python -X importtime -m dnnsat.cli ARGS`` in ``tmp`` with its output piped (as in a script);
+    stderr lists every module imported (see :func:`imported`)."""
     full_env = {k: v for k, v in os.environ.items() if k != "DNNSAT_NO_CACHE"}
     full_env.update(PYTHONPATH=f"{ROOT}{os.pathsep}{tmp}", TRACE_MARKER=str(tmp / "traces"))
     full_env.update(DNNSAT_CACHE_DIR=str(tmp / "cache"), **env)
     return subprocess.run(
-        [sys.executable, "-m", "dnnsat.cli", *args], cwd=tmp, env=full_env, capture_output=True, text=True
+        [sys.executable, "-X", "importtime", "-m", "dnnsat.cli", *args],
+        cwd=tmp,
+        env=full_env,
+        capture_output=True,
+        text=True,
     )
+
+
+def imported(run: subprocess.CompletedProcess[str]) -> set[str]:
+    """The modules a :func:`dnnsat` call imported by import statements (the PROBLEM module itself is
+    imported by ``importlib`` and not listed: ``cache_helper``, which it imports, stands for it)."""
+    lines = (line for line in run.stderr.splitlines() if line.startswith("import time:"))
+    return {line.rsplit("|", 1)[-1].strip() for line in lines}
 
 
 def traces(tmp: Path) -> int:
@@ -74,17 +86,36 @@ def test_a_second_call_reads_the_trace_and_any_change_traces_again(tmp_path: Pat
     stored = list((tmp_path / "cache").glob("*.pickle"))
     assert len(stored) == 1
 
+    (problem,) = (tmp_path / "cache" / "problems").glob("*.pickle")
+    assert {"torch", "cache_helper"} <= imported(first)
+
     second = dnnsat(tmp_path, *args)  # same source, space, versions: no trace, same answer
     assert second.returncode == 0, second.stderr
     assert traces(tmp_path) == traced
     assert json.loads(second.stdout) == json.loads(first.stdout)
+    # the stored problem: neither the module nor PyTorch is imported
+    assert "dnnsat.problem" in imported(second) and not {"torch", "cache_helper"} & imported(second)
 
-    stored[0].write_bytes(b"not a pickle")  # a corrupt file: ignored, traced, rewritten
+    # another limit on PyTorch's CPU kernels (CPU memory costs follow it): built again, from the trace
+    other_cpu = dnnsat(tmp_path, *args, DNNL_MAX_CPU_ISA="SSE41")
+    assert other_cpu.returncode == 0, other_cpu.stderr
+    assert "cache_helper" in imported(other_cpu) and traces(tmp_path) == traced
+    assert "cache_helper" not in imported(dnnsat(tmp_path, *args, DNNL_MAX_CPU_ISA="SSE41"))
+
+    problem.write_bytes(b"not a pickle")  # a corrupt problem: ignored, built from the stored trace
+    third = dnnsat(tmp_path, *args)
+    assert json.loads(third.stdout) == json.loads(first.stdout) and "torch" in imported(third)
+    assert traces(tmp_path) == traced and problem.read_bytes() != b"not a pickle"
+
+    stored[0].write_bytes(b"not a pickle")  # a corrupt trace (and no problem): ignored, traced, rewritten
+    problem.unlink()
     assert json.loads(dnnsat(tmp_path, *args).stdout) == json.loads(first.stdout)
     assert traces(tmp_path) == 2 * traced
     assert stored[0].read_bytes() != b"not a pickle"
+    problem.unlink()
     dnnsat(tmp_path, *args)
-    assert traces(tmp_path) == 2 * traced  # the rewritten file is read back
+    assert traces(tmp_path) == 2 * traced  # the rewritten trace is read back
+    assert "torch" not in imported(dnnsat(tmp_path, *args))
 
     for off in ({"DNNSAT_NO_CACHE": "1"}, {}):  # disabled: traced every time
         extra = () if off else ("--no-cache",)
@@ -103,6 +134,18 @@ def test_a_second_call_reads_the_trace_and_any_change_traces_again(tmp_path: Pat
     assert dnnsat(tmp_path, *args).returncode == 0
     assert traces(tmp_path) > 5 * traced
     assert len(list((tmp_path / "cache").glob("*.pickle"))) == 3
+
+
+def test_a_problem_that_cannot_be_pickled_is_not_stored(tmp_path: Path) -> None:
+    (tmp_path / "cache_helper.py").write_text(HELPER)
+    (tmp_path / "cache_model.py").write_text(MODULE + "problem.require(lambda cfg: True, name='anything')\n")
+    args = ("check", "cache_model:problem", "--set=width=64", "--set=deep=true", "--set=batch=8", "--json")
+    for _ in range(2):
+        run = dnnsat(tmp_path, *args)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["feasible"] and "cache_helper" in imported(run)
+    assert not list((tmp_path / "cache" / "problems").glob("*.pickle"))
+    assert len(list((tmp_path / "cache").glob("*.pickle"))) == 1  # the trace is still kept
 
 
 UNITS_MODULE = """

@@ -55,6 +55,7 @@ from ._nodes import _last as _last
 from ._nodes import digest as digest
 from ._nodes import label_index as label_index
 from ._scalar import compile_scalar
+from ._vector_forms import vector_forms as vector_forms
 from ._vectorized import _compile_vectorized as _compile_vectorized
 from ._vectorized import compile_vectorized
 from ._z3 import to_z3

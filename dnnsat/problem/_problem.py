@@ -25,11 +25,13 @@ from ..expr import (
     compile_vectorized,
     digest,
     label_index,
+    vector_forms,
 )
 from ..solver._boxes import Domain
 from ..solver._engine import Engine
 from ..space import Space, SpaceError
 from ._args import ArgumentError, check_request, check_seconds
+from ._columns import ColumnChecks
 from ._count import (
     SAMPLE_BOXES,
     TIME_LIMIT,
@@ -55,8 +57,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Problem"]
 
-BATCH_ROWS = 4096  # rows per vectorized chunk in check_batch
-_GRID_ROWS = 1 << 16  # rows per slice when check_batch validates an integer column
+BATCH_ROWS = 8192  # rows per vectorized chunk in check_batch (a column's chunk: 64 KiB)
+_CHECK_ROWS = 4 * BATCH_ROWS  # rows per domain check of check_batch's integer columns (fewer calls)
 
 #: What :meth:`Problem.guard` builds: ``dnnsat.guard`` lies above this package and registers its Guard
 #: when imported (``import dnnsat`` always imports it), so that this package never imports it.
@@ -112,8 +114,13 @@ class _Compiled:
     def vector(self) -> Callable[[Mapping[str, Any]], tuple[Any, ...]] | None:
         """The vectorized evaluator of the symbolic constraints (``check_batch``), compiled on first use;
         None without symbolic constraints."""
-        exprs = self.vector_exprs
-        build = lambda: compile_vectorized(exprs, box=self.domain.value_box()) if exprs else None  # noqa: E731
+
+        def build() -> Callable[[Mapping[str, Any]], tuple[Any, ...]] | None:
+            if not self.vector_exprs:
+                return None
+            box = self.domain.value_box()  # check_batch's values lie in the domain (it checks them)
+            return compile_vectorized(vector_forms(self.vector_exprs, box), box, in_place=True)
+
         return self._once("vector", build)  # type: ignore[no-any-return]
 
 
@@ -464,7 +471,9 @@ class Problem:
         Values are user values (strings for categorical labels are mapped to their indices).
         Opaque predicates are evaluated row by row. ``validate`` checks that every value lies in its
         parameter's domain (on the step grid, inside the bounds) and raises ``SpaceError`` naming the
-        first one that does not; ``validate=False`` skips that (faster, for values known to be valid).
+        first one that does not (integer columns are checked chunk by chunk, a few cheap passes each);
+        ``validate=False`` skips that (faster, for values known to be valid: the evaluator is compiled
+        for values inside the domain, and answers for values outside it are unspecified).
         """
         comp = self._c()
         env: dict[str, Any] = {}
@@ -474,40 +483,51 @@ class Problem:
         # columns it fills in for absent conditional parameters
         labelled = sum(1 for k in columns if k in self.space and self.space[k].labels is not None)
         row_bytes = 1 + 44 * labelled + 8 * sum(1 for m in needed if m not in columns)
-        for name, col in columns.items():
-            if name not in self.space:
-                raise SpaceError(f"unknown parameter {name!r} in columns; parameters: {list(self.space)}")
-            arr = np.asarray(col)
-            if validate and not isinstance(col, np.ndarray) and arr.dtype != object:
-                arr = np.asarray(col, dtype=object) if any(v.__class__ is bool for v in col) else arr
+        checks = ColumnChecks()  # integer columns are tested chunk by chunk, below
+        try:
+            for name, col in columns.items():
+                if name not in self.space:
+                    raise SpaceError(f"unknown parameter {name!r} in columns; parameters: {list(self.space)}")
+                arr = np.asarray(col)
+                if validate and not isinstance(col, np.ndarray) and arr.dtype != object:
+                    arr = np.asarray(col, dtype=object) if any(v.__class__ is bool for v in col) else arr
+                if n is None:
+                    n = len(arr)
+                    check_request("check_batch", "rows", n, row_bytes)
+                if len(arr) != n:
+                    raise ValueError(f"column {name!r} has {len(arr)} rows, expected {n}")
+                p = self.space[name]
+                if p.labels is not None:
+                    found = [label_index(p.labels, _py(x)) for x in arr]
+                    if None in found:
+                        bad = _py(arr[found.index(None)])
+                        raise SpaceError(f"parameter {name!r}: {bad!r} is not a choice of {list(p.labels)}")
+                    arr = np.array(found, dtype=np.int64)
+                elif validate:
+                    checks.add(name, p, arr)
+                env[name] = arr
             if n is None:
-                n = len(arr)
-                check_request("check_batch", "rows", n, row_bytes)
-            if len(arr) != n:
-                raise ValueError(f"column {name!r} has {len(arr)} rows, expected {n}")
-            p = self.space[name]
-            if p.labels is not None:
-                found = [label_index(p.labels, _py(x)) for x in arr]
-                if None in found:
-                    bad = _py(arr[found.index(None)])
-                    raise SpaceError(f"parameter {name!r}: {bad!r} is not a choice of {list(p.labels)}")
-                arr = np.array(found, dtype=np.int64)
-            elif validate:
-                _check_column(name, p, arr)
-            env[name] = arr
-        if n is None:
-            raise ValueError("check_batch needs at least one column")
-        missing = [m for m in needed if m not in env and not self.space[m].condition]
-        if missing:
-            raise SpaceError(f"check_batch: missing column(s) {missing}")
+                raise ValueError("check_batch needs at least one column")
+            missing = [m for m in needed if m not in env and not self.space[m].condition]
+            if missing:
+                raise SpaceError(f"check_batch: missing column(s) {missing}")
+        except (SpaceError, ValueError):
+            earlier = checks.first_error()  # a bad value of an earlier column is refused first
+            if earlier is not None:
+                raise earlier from None
+            raise
         for m in needed:
             if m not in env:
                 env[m] = np.full(n, self.space[m].encoded()[0])
         ok = np.ones(n, dtype=bool)
         vector = comp.vector
-        if vector is not None:
-            for start in range(0, n, BATCH_ROWS):  # cache-sized chunks: ~10x faster than whole columns
+        if vector is None:
+            checks.finish()
+        else:
+            for start in range(0, n, BATCH_ROWS):  # cache-sized chunks: several times faster than columns
                 stop = min(start + BATCH_ROWS, n)
+                if start % _CHECK_ROWS == 0:  # the next few chunks, just before they are evaluated
+                    checks.chunk(start, min(start + _CHECK_ROWS, n))
                 chunk = {k: col[start:stop] for k, col in env.items()}
                 part = ok[start:stop]
                 for v in vector(chunk):
@@ -764,64 +784,3 @@ class _PredicateView(dict):  # type: ignore[type-arg]
                 f"exactly: give it a step (Float(..., step=...)) or write the constraint as an expression "
                 "over space.vars"
             )
-
-
-def _integers_on_grid(p: Any, arr: np.ndarray) -> bool:
-    """Whether every value of an integer column is one of ``p``'s integer encoded values, in a few
-    cheap passes over the column (its min and max, then one table lookup or one remainder).
-
-    Exact, and True only when that is shown; False leaves the decision (and the row to name) to the
-    general check of :func:`_check_column`.
-    """
-    if arr.dtype.kind not in "iu" or not p.is_finite or len(arr) == 0:
-        return False
-    enc = np.asarray(p.encoded())
-    if enc.dtype.kind not in "iu":
-        return False
-    low, high = int(enc.min()), int(enc.max())
-    if int(arr.min()) < low or int(arr.max()) > high:
-        return False
-    span = high - low
-    if len(enc) == span + 1:  # every integer of the range
-        return True
-    offset = arr.dtype.type(low)
-    if span < 1 << 20:
-        table = np.zeros(span + 1, dtype=bool)
-        table[enc - low] = True
-        on_grid: Callable[[np.ndarray], bool] = lambda part: bool(table[part - offset].all())  # noqa: E731
-    else:
-        steps = np.diff(np.sort(enc))
-        if not (len(steps) and (steps == steps[0]).all()):
-            return False
-        step = steps[0]
-        on_grid = lambda part: bool(((part - offset) % step == 0).all())  # noqa: E731
-    # in cache-sized slices: about twice as fast as whole columns
-    return all(on_grid(arr[i : i + _GRID_ROWS]) for i in range(0, len(arr), _GRID_ROWS))
-
-
-def _check_column(name: str, p: Any, arr: np.ndarray) -> None:
-    """Raise ``SpaceError`` at the first value of a numeric column outside the parameter's domain."""
-    if _integers_on_grid(p, arr):  # the common case (integer columns of integer grids), at NumPy speed
-        return
-    try:
-        if arr.dtype == bool or (arr.dtype == object and any(v.__class__ is bool for v in arr)):
-            raise TypeError("booleans are not numbers here")
-        x = np.asarray(arr, dtype=np.float64)
-    except (TypeError, ValueError):
-        bad = np.array([v.__class__ is bool or not isinstance(v, int | float | np.number) for v in arr])
-        bad = bad if bad.any() else np.ones(len(arr), dtype=bool)
-    else:
-        if p.is_finite:
-            enc = np.asarray(p.encoded(), dtype=np.float64)
-            pos = np.clip(np.searchsorted(enc, x), 0, len(enc) - 1)
-            near = np.minimum(np.abs(enc[pos] - x), np.abs(enc[np.maximum(pos - 1, 0)] - x))
-            bad = ~(near <= 1e-9 * np.maximum(1.0, np.abs(x)))
-        else:
-            low, high = p.bounds()
-            bad = ~((x >= low) & (x <= high))
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise SpaceError(
-            f"check_batch: column {name!r} row {i} holds {_py(arr[i])!r}, which is not a value of {name!r} "
-            f"({p!r}); pass valid values, or validate=False to skip this check"
-        )
