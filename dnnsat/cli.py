@@ -528,12 +528,15 @@ set_opt = click.option(
 )
 
 
-_BASE_UNITS = {"count": "", "flops": " FLOPs", "bytes": " B", "time": " s"}  # what the exact value is in
+# what the exact value is in, by quantity kind (a share is a fraction of 1: 0.25 is 25 %)
+_BASE_UNITS = {"count": "", "flops": " FLOPs", "bytes": " B", "time": " s", "share": ""}
+_UNIT_NAMES = {"count": "count", "flops": "FLOPs", "bytes": "B", "time": "s", "share": "share"}
 
 
 def cost_units(costs: Mapping[str, Any]) -> dict[str, str | None]:
-    """The unit of each cost's raw value (``"s"``, ``"B"``, ``"FLOPs"``, ``"count"``; None: no unit)."""
-    return {k: (_BASE_UNITS[kind].strip() or "count") if (kind := cost_kind(k)) else None for k in costs}
+    """The unit of each cost's raw value (``"s"``, ``"B"``, ``"FLOPs"``, ``"count"``, ``"share"``: a
+    fraction of 1; None: no unit)."""
+    return {k: _UNIT_NAMES[kind] if (kind := cost_kind(k)) else None for k in costs}
 
 
 def _costs_table(costs: Mapping[str, Any]) -> Table:
