@@ -171,6 +171,19 @@ def _trace_cache() -> Any:
     return network_store(TraceCache(cache_dir()))
 
 
+def _store(folder: Path, path: Path, value: Callable[[], Any]) -> None:
+    """Pickle ``value()`` to ``path`` in ``folder``, atomically (a concurrent reader sees the old file or
+    the new one); a read-only folder or an unpicklable value leaves no entry: no cache, same answer."""
+    try:
+        data = pickle.dumps(value(), protocol=pickle.HIGHEST_PROTOCOL)
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as tmp:
+            tmp.write(data)
+        os.replace(tmp.name, path)
+    except Exception:
+        pass
+
+
 class TraceCache:
     """Traced networks on disk, keyed by everything a trace depends on, so that the next ``dnnsat``
     call on the same model answers without tracing again (see :meth:`key`). A file that cannot be read
@@ -219,13 +232,7 @@ class TraceCache:
         except Exception:  # missing, truncated or from an incompatible version: trace and rewrite
             pass
         net = trace()
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=self.folder, suffix=".tmp", delete=False) as tmp:
-                tmp.write(pickle.dumps(net, protocol=pickle.HIGHEST_PROTOCOL))
-            os.replace(tmp.name, path)  # atomic: a concurrent reader sees the old file or the new one
-        except Exception:  # a read-only folder or an unpicklable network: no cache, same answer
-            pass
+        _store(self.folder, path, lambda: net)
         return net
 
 
@@ -280,18 +287,15 @@ class ProblemCache:
         path = self.path(spec)
         if path is None:
             return
-        try:
-            entry = {
+        _store(
+            self.folder,
+            path,
+            lambda: {
                 "files": _file_digests(_user_files()),
                 "installed": _installed_stamps(_installed_files()),
                 "problem": pickle.dumps(problem, protocol=pickle.HIGHEST_PROTOCOL),
-            }
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=self.folder, suffix=".tmp", delete=False) as tmp:
-                tmp.write(pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
-            os.replace(tmp.name, path)  # atomic: a concurrent reader sees the old file or the new one
-        except Exception:  # a read-only folder or an unpicklable problem: no cache, same answer
-            pass
+            },
+        )
 
 
 def _cpu_inputs() -> str:
