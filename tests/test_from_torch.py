@@ -706,8 +706,9 @@ def test_conv3d_exact() -> None:
     assert 0 < valid < n  # frames < kt, groups not dividing the width
 
 
-def test_parameter_of_unknown_shape_refused() -> None:
-    """A parameter reshaped in place no longer matches the shape it was made with: refused by name."""
+def test_parameter_of_unknown_shape_is_pinned() -> None:
+    """A parameter reshaped in place no longer matches the shape it was made with: the sizes it was made
+    from are pinned (one region per value), and the network is exact on each."""
 
     class Token(nn.Module):
         def __init__(self, d: int) -> None:
@@ -718,8 +719,8 @@ def test_parameter_of_unknown_shape_refused() -> None:
             return x + self.token
 
     space = ds.Space({"d": ds.Int(2, 8)})
-    with pytest.raises(TraceError, match="parameter token: cannot tell how its shape"):
-        ds.Problem(space, model=from_torch(lambda c: Token(c["d"]), lambda c: ((3, c["d"]),)))
+    model, valid, n = assert_exact(space, lambda c: Token(c["d"]), lambda c: (torch.empty(3, c["d"]),))
+    assert valid == n and model.regions == 7
 
 
 def test_disagreements_are_empty_when_exact_and_name_the_cost_otherwise() -> None:

@@ -162,12 +162,10 @@ class _Trace(Recorder):
                     f"{user_line()}"
                 )
             shape = self.shape_of(x)
-            if shape is None:
-                raise TraceError(
-                    f"parameter {name}: cannot tell how its shape {tuple(x.shape)} depends on the "
-                    f"configuration (create it with torch.empty/zeros/ones/randn/rand(shape...) or an "
-                    f"elementwise op of one): {user_line()}"
-                )
+            if shape is None:  # made by an op without a shape rule (``torch.log(t)``, ``unsqueeze_``):
+                self.pin(x)  # its shape holds where the symbolic sizes it came from have their values
+                with torch._C.DisableTorchFunction():
+                    shape = tuple(x.shape)
             t = STensor(
                 self, self.net.parameter([as_expr_like(d) for d in shape], name=self._name("parameter", name))
             )

@@ -180,9 +180,12 @@ def _view_property(name: str) -> Any:
 
 # comparisons and the other operators of torch.Tensor, and its transposing properties (traced by the ATen
 # fallback, dnnsat/torch/_aten.py)
-for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__pow__", "__rpow__", "__rtruediv__", "__floordiv__",
-              "__mod__", "__and__", "__or__", "__xor__", "__invert__", "__abs__"):  # fmt: skip
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__pow__", "__rpow__",
+              "__rtruediv__", "__floordiv__", "__mod__", "__and__", "__or__", "__xor__", "__invert__",
+              "__abs__"):  # fmt: skip
     setattr(STensor, _name, _operator(_name))
+# == is elementwise, as torch's: an STensor stays hashable by identity (dict keys, sets of the tracer)
+STensor.__hash__ = object.__hash__  # type: ignore[assignment,method-assign]
 for _name in ("T", "mT"):
     setattr(STensor, _name, _view_property(_name))
 
