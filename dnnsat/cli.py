@@ -57,12 +57,17 @@ _DEBUG_KEY = "dnnsat.debug"
 _NO_CACHE_KEY = "dnnsat.no_cache"
 
 
-def _debug() -> bool:
-    """Whether ``--debug`` was given (anywhere on the command line) or ``DNNSAT_DEBUG`` is set."""
+def _flag(key: str, env: str) -> bool:
+    """Whether the flag stored under ``key`` was given (anywhere on the command line) or ``env`` is set."""
     ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.meta.get(_DEBUG_KEY):
+    if ctx is not None and ctx.meta.get(key):
         return True
-    return os.environ.get("DNNSAT_DEBUG", "") not in ("", "0")
+    return os.environ.get(env, "") not in ("", "0")
+
+
+def _debug() -> bool:
+    """``--debug`` or ``DNNSAT_DEBUG``."""
+    return _flag(_DEBUG_KEY, "DNNSAT_DEBUG")
 
 
 def _traceback_hint() -> str:
@@ -144,10 +149,8 @@ def load_problem(spec: str, budget: str | None = None) -> Problem:
 
 
 def _cache_disabled() -> bool:
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.meta.get(_NO_CACHE_KEY):
-        return True
-    return os.environ.get("DNNSAT_NO_CACHE", "") not in ("", "0")
+    """``--no-cache`` or ``DNNSAT_NO_CACHE``."""
+    return _flag(_NO_CACHE_KEY, "DNNSAT_NO_CACHE")
 
 
 def _trace_cache() -> Any:

@@ -54,15 +54,15 @@ def cost_expressions(net: Network, budget: Budget | None = None) -> dict[str, Ex
         "bytes_moved": b * c["io"],
         "other_ops": c["ops"],
         **memory_expressions(net, budget, budget.device_profile),
-        **_latency(net, budget),
+        **_latency(net, budget, c["flops"]),
     }
 
 
-def _latency(net: Network, budget: Budget) -> dict[str, Expr]:
-    """Latency, train step time and (GPUs) utilization; with ``budget.latency_batch`` the latency of a
-    forward at that batch."""
+def _latency(net: Network, budget: Budget, flops: Expr) -> dict[str, Expr]:
+    """Latency, train step time and (GPUs) utilization of ``flops``, the network's forward FLOPs; with
+    ``budget.latency_batch`` the latency of a forward at that batch."""
     exprs = latency_expressions(net, budget, budget.device_profile)
-    flops = served_flops = net.costs()["flops"]
+    served_flops = flops
     if budget.latency_batch is not None:
         batch = Const(budget.latency_batch)
         served = batch_values(net, lambda _: batch, f"latency_batch={budget.latency_batch}")
