@@ -247,13 +247,13 @@ def test_tensors_computed_while_building() -> None:
 def test_torchvision_regnet() -> None:
     """RegNet builds its widths as ``DataWidths`` does (it used to raise "Cannot copy out of meta
     tensor" on every configuration); a traced configuration against the PyTorch one on the CPU."""
-    import sys
-    import types
+    import importlib.util
 
-    sys.modules.setdefault(
-        "torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations")
-    )
-    models = pytest.importorskip("torchvision.models")
+    from benchmarks._torchvision import import_torchvision
+
+    if importlib.util.find_spec("torchvision") is None:
+        pytest.skip("torchvision (the dev extra) is needed")
+    models = import_torchvision().models
     space = ds.Space({"res": ds.Categorical([32, 64]), "classes": ds.Categorical([10, 100])})
     build = lambda cfg: models.regnet_y_400mf(num_classes=cfg["classes"])  # noqa: E731
     inputs = lambda cfg: torch.empty(2, 3, cfg["res"], cfg["res"])  # noqa: E731

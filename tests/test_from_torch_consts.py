@@ -6,8 +6,7 @@ from their configs. Every configuration of each space is compared with PyTorch (
 
 from __future__ import annotations
 
-import sys
-import types
+import importlib.util
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 
 import dnnsat as ds  # noqa: E402
+from benchmarks._torchvision import import_torchvision  # noqa: E402
 from dnnsat.cost import Budget, memory_expressions  # noqa: E402
 from dnnsat.expr import compile_scalar  # noqa: E402
 from dnnsat.torch import from_torch, peak_memory  # noqa: E402
@@ -314,7 +314,8 @@ def test_channels_last_pad_linear_and_addmm_exact() -> None:
 
 # -- Hugging Face models built from their configs -----------------------------------------------------
 
-sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+if importlib.util.find_spec("torchvision") is not None:
+    import_torchvision()  # transformers imports torchvision
 transformers = pytest.importorskip("transformers")
 
 _HF_SPACE = ds.Space(
