@@ -14,7 +14,8 @@ would, ``ds.from_torch(build, inputs)`` over a space of hyperparameters:
 - Hugging Face: ``layers`` 1-4, ``heads`` 2, 4, 8, ``head_dim`` 16, 32, 64 (hidden size
   ``heads * head_dim``, as a user keeps it a multiple of the heads), ``ffn`` (intermediate size) 256,
   512, 1024, ``seq`` 16, 64, 128 (ViT: ``res`` 32, 64, 96 with 16-pixel patches), ``batch`` 1, 2, 8; a
-  vocabulary of 1000 tokens. Inputs are token ids (T5: ids, an all-ones attention mask, decoder ids).
+  vocabulary of 1000 tokens. Inputs are token ids (T5: ``input_ids`` and ``decoder_input_ids`` as keywords,
+  no attention mask: all ones, which T5 treats as none).
 
 Per model: traced or refused (the error's first line and a category); on ``--configs`` random
 configurations of its space, params and FLOPs against PyTorch's own (``TorchModel.measure``, as the
@@ -25,9 +26,11 @@ small configurations the memory model's training-step peak (Adam, float32, this 
 :func:`dnnsat.torch.peak_memory` of the real module (one intra-op thread, as
 ``benchmarks.memory_families``): the smallest resolution from 64 on with 10 classes (batch 8 up to 128
 pixels, else 2), then batch 2 at the next resolution with 1000 classes; the constructor's default width.
-Measured for torchvision models up to ``--memory-max-params`` parameters whose output is a tensor
-(GoogLeNet and Inception v3 return their auxiliary logits too in training, the Hugging Face models a
-``ModelOutput``: ``peak_memory``'s loss takes a tensor). Each model gets ``--timeout`` seconds (past
+Measured for models up to ``--memory-max-params`` parameters; the loss is taken on the output's first
+tensor (a Hugging Face ``ModelOutput``'s ``last_hidden_state``; GoogLeNet's and Inception v3's
+training outputs are named tuples with their auxiliary logits, kept to the step's end). The Hugging Face
+models' memory configuration is their smallest one (batch 2, one layer, 2 heads of 16, FFN 256, 16 tokens
+or 32 pixels). Each model gets ``--timeout`` seconds (past
 it: refused, "timeout"). The default run (5 configurations per model, memory on one) rewrites its
 section of benchmarks/README.md (about 6 minutes on 2 shared cores with half the models refused).
 """
@@ -229,8 +232,8 @@ def _hf_case(name: str) -> Case:
         if name == "vit":
             return (torch.empty(c["batch"], 3, c["res"], c["res"]),)
         ids = torch.randint(0, VOCAB, (c["batch"], c["seq"]))
-        if name == "t5":
-            return ids, torch.ones(c["batch"], c["seq"], dtype=torch.long), ids
+        if name == "t5":  # no attention mask: all ones (no padding), which T5 treats as no mask
+            return {"input_ids": ids, "decoder_input_ids": ids}
         return (ids,)
 
     values: dict[str, Any] = {
@@ -326,8 +329,6 @@ def _first_line(err: BaseException) -> str:
 def _memory(case: Case, problem: ds.Problem, cfg: Config, max_params: int) -> dict[str, Any]:
     """The memory model's training-step peak (Adam) of ``cfg`` vs the real module's on this CPU, or why
     it was skipped."""
-    if case.family != "torchvision":
-        return {"cfg": cfg, "skipped": "the model returns a ModelOutput (peak_memory takes a tensor)"}
     costs = problem.costs(cfg)
     if costs["params"] > max_params:
         return {"cfg": cfg, "skipped": f"more than {max_params:,} parameters"}
@@ -336,13 +337,21 @@ def _memory(case: Case, problem: ds.Problem, cfg: Config, max_params: int) -> di
     try:
         torch.manual_seed(0)
         module = case.build(cfg)
-        xs = [torch.randn(*x.shape) for x in case.inputs(cfg)]
-        real = peak_memory(module, xs, train=True, optimizer="adam").peak
+        real = peak_memory(module, _real(case.inputs(cfg)), train=True, optimizer="adam").peak
     except Exception as err:  # e.g. an output that is not a tensor (GoogLeNet's, in training)
         return {"cfg": cfg, "skipped": _first_line(err)}
     finally:
         torch.set_num_threads(threads)
     return {"cfg": cfg, "estimate": int(costs["memory"]), "real": real, "error": costs["memory"] / real - 1}
+
+
+def _real(example: Any) -> Any:
+    """``inputs(cfg)`` with real values: floating tensors random, token ids kept; a dict stays a dict."""
+    if isinstance(example, dict):
+        return {k: _real(v) for k, v in example.items()}
+    if isinstance(example, tuple | list):
+        return [_real(x) for x in example]
+    return torch.randn(*example.shape) if example.is_floating_point() else example
 
 
 def run_model(

@@ -79,6 +79,7 @@ __all__ = [
     "eq",
     "divides",
     "AtenArg",
+    "shared_use",
 ]
 
 Shape = tuple[Expr, ...]
@@ -165,6 +166,16 @@ class OpInfo:
     @property
     def flops(self) -> Expr:
         return 2 * self.macs
+
+
+def shared_use(info: OpInfo, elements: Expr) -> OpInfo:
+    """``info`` of an op using ``elements`` parameters of an earlier op (a module called again, a weight
+    tied to another module's): they count there (params, gradients, optimizer state), not here. The
+    memory model keeps this use's gradient of them from its backward to the owner's, where autograd
+    adds the two (``cost.memory``)."""
+    return replace(
+        info, params=info.params - elements, mem=replace(info.mem, largest_param=None, param_tensors=None)
+    )
 
 
 class Attrs(dict):  # type: ignore[type-arg]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..expr import Const, Expr, ExprLike, as_expr
 from ._args import _int_expr
-from ._catalog import CATALOG, Attrs, Check, OpInfo, Shape
+from ._catalog import CATALOG, Attrs, Check, OpInfo, Shape, shared_use
 from ._gates import _merge_dim
 from ._tensor import GraphError, Node, Tensor
 
@@ -115,6 +115,8 @@ class _NetworkCore:
                 raise GraphError(
                     f"{label}: cannot apply to inputs of shapes {[x.shape for x in ins]}: {err}"
                 ) from err
+            if "shared" in a:
+                info = shared_use(info, as_expr(a.shared))
             if cache is not None:
                 cache[key] = info
         index = len(self.nodes)
@@ -140,6 +142,18 @@ class _NetworkCore:
         t = self.apply("input", [], name=name, shape=shp, dtype=dtype)
         self.inputs.append(t)
         return t
+
+    def share(self, t: Tensor, elements: ExprLike, pairs: tuple[tuple[str, str, str], ...]) -> None:
+        """Mark the op that produced ``t`` as using parameters of earlier ops (a module called again, a
+        weight tied to another module's): ``elements`` of them in all, counted there; ``pairs``:
+        ``(its name, owner's path, owner's name)`` per shared parameter tensor, the owner being the
+        first op whose label ends with that module path (``embedding#1 shared``)."""
+        node = self.nodes[self.producer[t.index]]
+        if node.info is None:
+            raise GraphError(f"{node.label}: a select has no parameters to share")
+        node.attrs = Attrs({**node.attrs, "shared": as_expr(elements), "shared_names": pairs})
+        node.info = shared_use(node.info, as_expr(elements))
+        self._built = None
 
     def parameter(self, shape: Sequence[ExprLike], name: str | None = None) -> Tensor:
         """A learned tensor of the given shape (counted in params)."""
@@ -258,10 +272,10 @@ _WIDTH = ("bool", "int64", "float32")  # type promotion: the widest input's dtyp
 
 
 def _out_dtype(op: str, attrs: dict[str, Any], ins: Sequence[Tensor]) -> str:
-    """The dtype of an op's output: an input's, a constant's or a cast's declared one (``float32`` by
-    default); an op of tensors that of its widest input (as PyTorch promotes: shape ops keep int64
-    indices int64), except lookups, whose output is ``float32``."""
-    if op in ("input", "constant", "cast"):
+    """The dtype of an op's output: an input's, a constant's, a cast's or an ATen op's declared one
+    (``float32`` by default); an op of tensors that of its widest input (as PyTorch promotes: shape ops
+    keep int64 indices int64), except lookups, whose output is ``float32``."""
+    if op in ("input", "constant", "cast") or (op == "aten" and "dtype" in attrs):
         return str(attrs.get("dtype", "float32"))
     if not ins or op in _FLOAT_OUT:
         return "float32"

@@ -48,7 +48,7 @@ from ..graph import Tensor
 from ..graph._catalog import AtenArg, eq, lin
 from ._errors import TraceError
 from ._symbolic import SymFloat, SymInt, SymStr, fixed, plain, user_line
-from ._tensor import STensor, _t
+from ._tensor import STensor, _t, network_dtype
 
 if TYPE_CHECKING:
     from ._capture import _Trace
@@ -362,7 +362,7 @@ class _Call:
             y = self.node(
                 f"aten_{op}", str(func), order, part=k, shape=shape, macs=macs if k == 0 else Const(0),
                 view=view, saves=saves, buffers=sum_(buffers), workspace=scratch,
-                args=template, sizes=tuple(sizes),
+                args=template, sizes=tuple(sizes), dtype=network_dtype(o.dtype),
             )  # fmt: skip
             self.graph[id(o)] = y
             self.keep.append(o)

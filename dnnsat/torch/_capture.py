@@ -16,8 +16,9 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 
-from ..expr import Const, Expr, as_expr, interval
+from ..expr import Const, Expr, ExprLike, as_expr, interval
 from ..graph import Check, Network, Tensor
+from ..graph._catalog import prod
 from ._aten import fallback
 from ._errors import _HERE, TraceError
 from ._functions import _FUNCTIONS
@@ -72,7 +73,8 @@ class _Trace(Recorder):
         self.views: dict[int, tuple[torch.Tensor, tuple[Any, ...]]] = {}  # id(tensor) -> (tensor, shape)
         self.params: dict[int, STensor] = {}  # id(parameter) -> its parameter node
         self.counted: set[int] = set()  # ids of parameters counted by an op
-        self.owners: dict[int, str] = {}  # id(parameter) -> module path of the op counting it
+        # id(parameter) -> (module path of the op counting it, its name there)
+        self.owners: dict[int, tuple[str, str]] = {}
         self.names: dict[int, str] = {}  # id(module) -> qualified name
         self.param_names: dict[int, str] = {}
         self.binds: dict[int, list[Check]] = {}
@@ -155,26 +157,31 @@ class _Trace(Recorder):
         if isinstance(x, nn.Parameter):
             if id(x) in self.params:
                 return self.params[id(x)]
-            name = self.param_names.get(id(x), "?")
-            if id(x) in self.counted:
-                raise TraceError(
-                    f"parameter {name} of a module is also used directly in {what} (not supported): "
-                    f"{user_line()}"
-                )
-            shape = self.shape_of(x)
-            if shape is None:  # made by an op without a shape rule (``torch.log(t)``, ``unsqueeze_``):
-                self.pin(x)  # its shape holds where the symbolic sizes it came from have their values
-                with torch._C.DisableTorchFunction():
-                    shape = tuple(x.shape)
-            t = STensor(
-                self, self.net.parameter([as_expr_like(d) for d in shape], name=self._name("parameter", name))
-            )
+            name = self._name("parameter", self.param_names.get(id(x), "?"))
+            t = STensor(self, self.net.parameter(self.param_shape(x), name=name))
+            if id(x) in self.owners:  # counted by a module's op: used here too (a tied weight)
+                self.net.share(t._t, self.numel(x), (("weight", *self.owners[id(x)]),))
+            self.owners.setdefault(id(x), (name.partition(" ")[2], "weight"))
             self.params[id(x)] = t
             self.counted.add(id(x))
             return t
         if isinstance(x, torch.Tensor):
             return self.constant(x, what)
         raise TraceError(f"{what}: expected a tensor, got {type(x).__name__}: {user_line()}")
+
+    def param_shape(self, p: torch.Tensor) -> list[ExprLike]:
+        """A parameter's symbolic shape; one made by an op without a shape rule (``torch.log(t)``,
+        ``unsqueeze_``) has its plain shape where the symbolic sizes it came from keep their values."""
+        shape = self.shape_of(p)
+        if shape is None:
+            self.pin(p)
+            with torch._C.DisableTorchFunction():
+                shape = tuple(p.shape)
+        return [as_expr_like(d) for d in shape]
+
+    def numel(self, p: torch.Tensor) -> Expr:
+        """Elements of parameter ``p`` (symbolic)."""
+        return prod([as_expr(d) for d in self.param_shape(p)])
 
     def constant(self, x: torch.Tensor, what: str) -> STensor:
         """A tensor the model made without the trace's inputs or parameters (a factory's result in the

@@ -57,6 +57,7 @@ class GraphModule(nn.Module):
                 self._plan.append(("op", (node.output, node.label, node.inputs)))
                 if isinstance(conc.attrs[node.index].get("tied"), str):
                     self._tie(node.label, conc.attrs[node.index].tied)
+                self._share(node.label, conc.attrs[node.index].get("shared_names", ()))
         last_use: dict[int, int] = {}
         for pos, (kind, data) in enumerate(self._plan):
             uses = data[2] if kind == "op" else data[1:3] if kind == "select" else ()
@@ -66,19 +67,40 @@ class GraphModule(nn.Module):
         for i, pos in last_use.items():
             self._drop.setdefault(pos, []).append(i)
 
-    def _tie(self, label: str, owner: str) -> None:
-        """Share the weight of ``label`` (a tied linear) with the active op labelled or placed at
-        ``owner`` (``"embedding#1"``, or the module path ``"emb"`` of a ``from_torch`` network)."""
+    def _tie(self, label: str, owner: str, name: str = "weight", theirs: str = "weight") -> None:
+        """Share parameter ``name`` of ``label`` (a tied linear's weight, a module called again) with
+        parameter ``theirs`` of the first active op labelled or placed at ``owner`` (``"embedding#1"``,
+        or the module path ``"emb"`` of a ``from_torch`` network)."""
         layer: Any = self.layers[label]
+        mine = getattr(layer, name)
         for other, module in self.layers.items():
             if other != label and (other == owner or other.endswith(" " + owner)):
-                source = getattr(module, "weight", None)
-                if source is not None and source.shape == layer.weight.shape:
-                    layer.weight = source
+                source = getattr(module, theirs, None)
+                if source is not None and source.shape == mine.shape:
+                    setattr(layer, name, source)
                     return
         raise GraphError(
-            f"{label}: no active op {owner!r} with a weight of shape {tuple(layer.weight.shape)}"
+            f"{label}: no active op {owner!r} with a parameter {theirs!r} of shape {tuple(mine.shape)}"
         )
+
+    def _share(self, label: str, pairs: tuple[tuple[str, str, str], ...]) -> None:
+        """Tie the parameters a traced op shares (``Network.share``) to their owners' by name; where
+        the materializer names them otherwise (a module called again, e.g. an attention), all of them
+        to the owner's, which is built alike, in order."""
+        layer: Any = self.layers[label]
+        for owner in dict.fromkeys(path for _, path, _ in pairs):
+            names = [(mine, theirs) for mine, path, theirs in pairs if path == owner]
+            owners = (m for other, m in self.layers.items() if other != label and other.endswith(" " + owner))
+            source = next(owners, None)
+            if source is not None and all(hasattr(layer, a) and hasattr(source, b) for a, b in names):
+                for mine, theirs in names:
+                    self._tie(label, owner, mine, theirs)
+            elif source is not None and _shapes(source) == _shapes(layer):
+                for (name, _), param in zip(list(layer.named_parameters()), source.parameters()):
+                    module, _, attr = name.rpartition(".")
+                    setattr(layer.get_submodule(module), attr, param)
+            else:
+                raise GraphError(f"{label}: no active op {owner!r} to share its parameters with")
 
     def forward(self, *inputs: Any) -> Any:
         if len(inputs) != self._n_inputs:
@@ -105,6 +127,10 @@ class GraphModule(nn.Module):
                 del values[i]
         outs = [values[i] for i in self._outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _shapes(module: nn.Module) -> list[tuple[int, ...]]:
+    return [tuple(p.shape) for p in module.parameters()]
 
 
 def resolve_network(obj: Any, space: Any = None) -> tuple[Network, Any]:

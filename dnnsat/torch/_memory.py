@@ -11,7 +11,7 @@ All figures are bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +169,15 @@ def make_optimizer(
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
 
 
+def _first_tensor(out: Any) -> torch.Tensor:
+    """The model's output proper: ``out`` itself, or the first tensor of a (nested) tuple, list or dict
+    (a Hugging Face ``ModelOutput``: ``last_hidden_state`` / ``logits``)."""
+    found = next(iter(_tensors(out)), None)
+    if found is None:
+        raise TypeError(f"peak_memory: forward returned no tensor ({type(out).__name__})")
+    return found
+
+
 def cross_entropy_targets(out: torch.Tensor) -> torch.Tensor:
     """Class-index targets (zeros, int64) for the output ``(..., classes)``."""
     return torch.zeros(out.shape[:-1], dtype=torch.long, device=out.device)
@@ -176,7 +185,7 @@ def cross_entropy_targets(out: torch.Tensor) -> torch.Tensor:
 
 def peak_memory(
     module: torch.nn.Module,
-    example_inputs: Sequence[Any],
+    example_inputs: Sequence[Any] | Mapping[str, Any],
     train: bool = True,
     optimizer: str = "adam",
     steps: int = 2,
@@ -185,31 +194,42 @@ def peak_memory(
 ) -> MemoryMeasurement:
     """Peak bytes of the last of ``steps`` training steps (or of one no-grad eval forward).
 
+    ``example_inputs``: forward's positional arguments, or a dict of keyword ones (``module(**x)``,
+    Hugging Face style); ``None`` values are passed as they are.
     A training step is what a plain loop does: ``zero_grad(set_to_none=True)``, ``out = module(*x)``,
     ``loss = cross_entropy(out, targets)`` over the last dimension (int64 class targets), ``backward``,
     ``optimizer.step()`` with the torch optimizer ``optimizer`` (``sgd``, ``momentum``, ``adam``,
-    ``adamw``; default implementation of the device). ``out`` stays referenced until the step ends.
+    ``adamw``; default implementation of the device). ``out`` stays referenced until the step ends; when
+    forward returns a tuple, list or dict (a ``ModelOutput``), the loss is taken on its first tensor.
     Inference: ``module.eval()`` and ``module(*x)`` under ``torch.no_grad()``, output kept.
-    ``autocast`` (e.g. ``torch.bfloat16``): mixed precision, forward and loss under ``torch.autocast``.
+    ``autocast`` (e.g. ``torch.bfloat16``): mixed precision, forward (and loss) under ``torch.autocast``.
     ``grad_scaler``: the float16 recipe, ``torch.amp.GradScaler`` scales the loss, unscales the gradients
     and checks them for inf/NaN before ``optimizer.step()`` (its state counts in the peak, not the baseline).
     """
     if steps < 1:
         raise ValueError(f"peak_memory: steps must be >= 1, got {steps}")
     params = list(module.parameters())
-    device = params[0].device if params else example_inputs[0].device
-    inputs = list(example_inputs)
+    args, kwargs = (
+        ([], dict(example_inputs)) if isinstance(example_inputs, Mapping) else (list(example_inputs), {})
+    )
+    inputs = [*args, *kwargs.values()]
+    device = params[0].device if params else next(t for t in _tensors(inputs)).device
     weights = [p.detach() for p in params]  # without their .grad
     buffers = list(module.buffers())
+
+    def forward() -> Any:
+        with torch.autocast(device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
+            return module(*args, **kwargs)
+
     if not train:
         for p in params:
             p.grad = None
         module.eval()
         with torch.no_grad():
             for _ in range(steps - 1):
-                module(*inputs)
+                forward()
             with track_memory(weights, buffers, inputs, device=device) as mt:
-                out = module(*inputs)
+                out = forward()
             del out
         return MemoryMeasurement(
             mt.peak,
@@ -224,14 +244,14 @@ def peak_memory(
     opt = make_optimizer(optimizer, params)
     scaler = torch.amp.GradScaler(device.type) if grad_scaler else None
     with torch.no_grad():
-        probe = module(*inputs)
+        probe = _first_tensor(module(*args, **kwargs))
     targets = cross_entropy_targets(probe)
     del probe
 
     def step() -> None:
+        out = forward()
         with torch.autocast(device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
-            out = module(*inputs)
-            loss = torch.nn.functional.cross_entropy(out.flatten(0, -2), targets.flatten())
+            loss = torch.nn.functional.cross_entropy(_first_tensor(out).flatten(0, -2), targets.flatten())
         if scaler is None:
             loss.backward()
             opt.step()

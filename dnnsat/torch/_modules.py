@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.nn as nn
 
-from ..expr import Const, Expr, all_
+from ..expr import Const, Expr, all_, sum_
 from ..graph import GraphError, Tensor
 from ..graph._args import conv_pads
 from ..graph._catalog import eq
@@ -33,23 +33,37 @@ if TYPE_CHECKING:
     from ._capture import _Trace
 
 
-def _claim(tr: _Trace, mod: nn.Module, tied_weight: bool = False) -> str | None:
-    """Mark ``mod``'s parameters counted; when its weight is shared with an earlier op (allowed only
-    with ``tied_weight``: a Linear's weight, e.g. a tied LM head), the module path of that op."""
-    tied = None
-    for pname, p in mod.named_parameters():
-        if id(p) in tr.counted:
-            if tied_weight and pname == "weight" and id(p) in tr.owners:
-                tied = tr.owners[id(p)]
-                continue
-            raise TraceError(
-                f"module {tr.where()} ({type(mod).__name__}): parameter {pname!r} is shared with another "
-                f"op or the module is called twice (supported for a Linear's weight only): {user_line()}"
-            )
-    for p in mod.parameters():
+def _own(tr: _Trace, mod: nn.Module, start: int, owned: set[int]) -> None:
+    """After ``mod``'s handler added ops from node ``start``: the first with parameters counts ``mod``'s
+    (those its submodules' calls did not); those ``owned`` by an earlier op (the module called again,
+    a weight tied to another module's) are marked shared on it (:meth:`Network.share`), so each
+    counts once, as in ``module.parameters()``."""
+    params = list(mod.named_parameters())
+    node = next((n for n in tr.net.nodes[start:] if n.info is not None and not _zero(n.info.params)), None)
+    if node is None or not params:
+        return
+    path = node.label.partition(" ")[2]
+    shared = [(name, p) for name, p in params if id(p) in owned]
+    for name, p in params:
         tr.counted.add(id(p))
-        tr.owners.setdefault(id(p), tr.where().replace(".", "/"))
-    return tied
+        tr.owners.setdefault(id(p), (path, name))
+    if shared:
+        pairs = tuple((name, *tr.owners[id(p)]) for name, p in shared)
+        tr.net.share(tr.net.tensors[node.output], sum_(tr.numel(p) for _, p in shared), pairs)
+
+
+def _owned(tr: _Trace, mod: nn.Module) -> set[int]:
+    """Ids of ``mod``'s parameters an earlier op counts."""
+    return {id(p) for p in mod.parameters() if id(p) in tr.owners}
+
+
+def _called_again(tr: _Trace, mod: nn.Module) -> bool:
+    """``mod``'s handler makes several ops with parameters and an earlier op counts some of them."""
+    return isinstance(mod, _COMPOSITE) and bool(_owned(tr, mod))
+
+
+def _zero(e: Expr) -> bool:
+    return e.is_const and e.value == 0
 
 
 def _in(tr: _Trace, x: Any, mod: nn.Module) -> STensor:
@@ -58,10 +72,7 @@ def _in(tr: _Trace, x: Any, mod: nn.Module) -> STensor:
 
 def _linear_mod(tr: _Trace, mod: nn.Linear, x: Any) -> STensor:
     xs = _in(tr, x, mod)
-    tied = _claim(tr, mod, tied_weight=True)
-    y = tr.apply(
-        "linear", tr.net.linear, _t(xs), as_expr_like(mod.out_features), mod.bias is not None, tied or False
-    )
+    y = tr.apply("linear", tr.net.linear, _t(xs), as_expr_like(mod.out_features), mod.bias is not None)
     tr.bind(y, "in_features matches the input", eq(_t(xs).shape[-1], expr_of(mod.in_features)))
     return y
 
@@ -69,7 +80,6 @@ def _linear_mod(tr: _Trace, mod: nn.Linear, x: Any) -> STensor:
 def _conv_mod(nd: int) -> Callable[..., STensor]:
     def h(tr: _Trace, mod: Any, x: Any) -> STensor:
         xs = _in(tr, x, mod)
-        _claim(tr, mod)
         method = {1: tr.net.conv1d, 2: tr.net.conv2d, 3: tr.net.conv3d}[nd]
         pad = fixed(mod.padding) if isinstance(mod.padding, str) else _exprs(mod.padding)
         mode = fixed(mod.padding_mode)
@@ -92,7 +102,6 @@ def _conv_transpose_mod(nd: int) -> Callable[..., STensor]:
         if output_size is not None:
             raise TraceError(f"module {tr.where()}: output_size is not supported: {user_line()}")
         xs = _in(tr, x, mod)  # (nn.ConvTransposeNd accepts padding_mode="zeros" only)
-        _claim(tr, mod)
         method = {1: tr.net.conv_transpose1d, 2: tr.net.conv_transpose2d}[nd]
         y = tr.apply(
             f"conv_transpose{nd}d", method, _t(xs), as_expr_like(mod.out_channels),
@@ -112,7 +121,6 @@ def _batchnorm_mod(tr: _Trace, mod: Any, x: Any) -> STensor:
         raise GraphError(
             f"{tr.where()}: {type(mod).__name__} expects a {' or '.join(map(str, ranks))}-D input"
         )
-    _claim(tr, mod)
     y = tr.apply("batchnorm", tr.net.batchnorm, _t(xs), affine=bool(mod.affine))
     tr.bind(y, "num_features matches the input", eq(_t(xs).shape[1], expr_of(mod.num_features)))
     return y
@@ -120,7 +128,6 @@ def _batchnorm_mod(tr: _Trace, mod: Any, x: Any) -> STensor:
 
 def _layernorm_mod(tr: _Trace, mod: nn.LayerNorm, x: Any) -> STensor:
     xs = _in(tr, x, mod)
-    _claim(tr, mod)
     shape = tuple(mod.normalized_shape)
     n = len(shape)
     if n > xs.ndim:
@@ -134,7 +141,6 @@ def _layernorm_mod(tr: _Trace, mod: nn.LayerNorm, x: Any) -> STensor:
 
 def _rmsnorm_mod(tr: _Trace, mod: nn.RMSNorm, x: Any) -> STensor:
     xs = _in(tr, x, mod)
-    _claim(tr, mod)
     shape = tuple(mod.normalized_shape)
     n = len(shape)
     if n > xs.ndim:
@@ -151,7 +157,6 @@ def _upsample_mod(tr: _Trace, mod: nn.Upsample, x: Any) -> STensor:
 
 def _groupnorm_mod(tr: _Trace, mod: nn.GroupNorm, x: Any) -> STensor:
     xs = _in(tr, x, mod)
-    _claim(tr, mod)
     y = tr.apply("groupnorm", tr.net.groupnorm, _t(xs), as_expr_like(mod.num_groups), affine=bool(mod.affine))
     tr.bind(y, "num_channels matches the input", eq(_t(xs).shape[1], expr_of(mod.num_channels)))
     return y
@@ -209,7 +214,6 @@ def _embedding_mod(tr: _Trace, mod: nn.Embedding, x: Any) -> STensor:
     if mod.max_norm is not None:
         raise TraceError(f"module {tr.where()}: Embedding with max_norm is not supported: {user_line()}")
     xs = _in(tr, x, mod)
-    _claim(tr, mod)
     return tr.apply(
         "embedding",
         tr.net.embedding,
@@ -227,7 +231,6 @@ def _rnn_mod(kind: str) -> Callable[..., Any]:
                 f"state and no proj_size: {user_line()}"
             )
         xs = _in(tr, x, mod)
-        _claim(tr, mod)
         y = tr.apply(
             kind, getattr(tr.net, kind), _t(xs), as_expr_like(mod.hidden_size), int(mod.num_layers),
             bool(mod.bidirectional), bool(mod.bias),
@@ -274,7 +277,6 @@ def _mha_mod(
     for t in (xs, kv):
         if t is not None and t.ndim != 3:
             raise GraphError(f"{tr.where()}: expects (batch, sequence, embed_dim) inputs")
-    _claim(tr, mod)
     causal, mask, rules = _mha_masks(
         tr, mod, xs, xs if kv is None else kv, attn_mask, key_padding_mask, need_weights, is_causal
     )
@@ -495,6 +497,7 @@ _MODULES: dict[type, Callable[..., Any]] = {
 # sequences): where their handler refuses a call, its message says what to change
 _REFUSALS_KEPT = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder,
                   nn.TransformerDecoderLayer, nn.LSTM, nn.GRU)  # fmt: skip
+_COMPOSITE = (nn.TransformerEncoderLayer, nn.TransformerEncoder, nn.TransformerDecoderLayer)
 _ORIGINAL_CALL = nn.Module.__call__
 _CURRENT: list[_Trace] = []
 
@@ -504,13 +507,20 @@ def _call(tr: _Trace, mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
     one whose handler refuses the call, run ``forward`` (its functions traced, at the ATen level where
     unmapped)."""
     handler = _handler(type(mod))
+    if handler is not None and _called_again(tr, mod):
+        handler = None  # its children's calls own or share their parameters one by one (see _own)
     tr.stack.append(tr.names.get(id(mod), type(mod).__name__))
     try:
         if handler is not None and isinstance(mod, _REFUSALS_KEPT):
-            return tr.handle(handler, mod, *args, **kwargs)
+            start, owned = len(tr.net.nodes), _owned(tr, mod)
+            out = tr.handle(handler, mod, *args, **kwargs)
+            _own(tr, mod, start, owned)
+            return out
         if handler is not None:
+            start, owned = len(tr.net.nodes), _owned(tr, mod)
             done, out = tr.attempt(handler, mod, *args, **kwargs)
             if done:
+                _own(tr, mod, start, owned)
                 return out
         return mod.forward(*args, **kwargs)
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,8 +82,9 @@ def _run(
                 raise TraceError(f"build must return an nn.Module, got {type(module).__name__}")
             tr.settle()
             _to_meta(module)
-            example = inputs(cfg)
-            xs = [_input(tr, x, i) for i, x in enumerate(_examples(example))]
+            args, kwargs = forward_arguments(inputs(cfg))
+            xs = [_input(tr, x, i) for i, x in enumerate(args)]
+            kws = {k: _input(tr, x, k) for k, x in kwargs.items()}
             tr.names = {
                 id(m): n or "model" for n, m in reversed(list(module.named_modules(remove_duplicate=False)))
             }
@@ -94,7 +95,7 @@ def _run(
             tr.forward = True
             nn.Module.__call__ = _module_call  # type: ignore[method-assign]
             try:
-                out = module(*xs)
+                out = module(*xs, **kws)
             finally:
                 nn.Module.__call__ = _ORIGINAL_CALL  # type: ignore[method-assign]
                 tr.forward = False
@@ -191,19 +192,29 @@ def _raised_here(err: BaseException) -> bool:
     return last in _OWN_FILES
 
 
-def _examples(example: Any) -> Sequence[Any]:
-    """``inputs(cfg)``'s result as a sequence of inputs (tensors or shapes): one, or a tuple/list of them."""
-    return example if isinstance(example, tuple | list) else (example,)
+def forward_arguments(example: Any) -> tuple[list[Any], dict[str, Any]]:
+    """``inputs(cfg)``'s result as ``forward``'s positional and keyword arguments: one input (a tensor
+    or a shape), a tuple/list of them, or a dict of keyword arguments (``model(**batch)``, as Hugging
+    Face models are called). ``None`` stands for an optional argument left out (an all-ones attention
+    mask, which Hugging Face models treat as no mask)."""
+    if isinstance(example, Mapping):
+        if not all(isinstance(k, str) for k in example):
+            raise TraceError("inputs(cfg) gave a dict with keys that are not forward's argument names")
+        return [], dict(example)
+    return list(example) if isinstance(example, tuple | list) else [example], {}
 
 
-def _input(tr: _Trace, x: Any, i: int) -> STensor:
+def _input(tr: _Trace, x: Any, i: int | str) -> STensor | None:
+    if x is None:
+        return None
     if isinstance(x, torch.Tensor):
         shape = tr.shape_of(x) or tuple(Const(d) for d in x.shape)
         dtype = "int64" if x.dtype in (torch.int64, torch.int32) else "float32"
     elif isinstance(x, tuple | list | torch.Size):
         shape, dtype = tuple(expr_of(d) for d in x), "float32"
     else:
-        raise TraceError(f"inputs(cfg) must give tensors or shapes, got {type(x).__name__} at position {i}")
+        where = f"at position {i}" if isinstance(i, int) else f"for {i}="
+        raise TraceError(f"inputs(cfg) must give tensors, shapes or None, got {type(x).__name__} {where}")
     out = STensor(tr, tr.net.input([as_expr_like(_lit(d)) for d in shape], dtype=dtype, name=f"input#{i}"))
     out.is_bool = isinstance(x, torch.Tensor) and x.dtype == torch.bool  # an attention mask
     return out

@@ -95,13 +95,17 @@ def plain(x: Any) -> Any:
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
+_INIT_FUNCTIONS = frozenset({"reset_parameters", "_init_weights", "init_weights", "_initialize_weights"})
+
+
 def _initialisation(frame: Any) -> bool:
-    """True when ``frame`` initialises weights in torch's own code (``torch.nn.init``, a module's
-    ``reset_parameters``): a float made there only scales random values."""
-    if frame is None or not frame.f_code.co_filename.startswith(TORCH_DIR):
+    """True when ``frame`` initialises weights (``torch.nn.init``, a module's ``reset_parameters``, a
+    Hugging Face model's ``_init_weights``): a float made there only scales random values."""
+    if frame is None:
         return False
-    return frame.f_code.co_name == "reset_parameters" or frame.f_code.co_filename.endswith(
-        f"nn{os.sep}init.py"
+    code = frame.f_code
+    return code.co_name in _INIT_FUNCTIONS or (
+        code.co_filename.startswith(TORCH_DIR) and code.co_filename.endswith(f"nn{os.sep}init.py")
     )
 
 
@@ -297,13 +301,23 @@ class SymInt(_SymNumber, int):  # type: ignore[misc]
     def __pow__(self, other: Any) -> Any:  # type: ignore[override]
         if type(other) is int and other >= 0:
             return _wrap(plain(self) ** other, self.expr**other)
-        return self._out() ** _value(other) if _is_num(other) else NotImplemented
+        return _power(self, other, sys._getframe(1))
 
     def __rpow__(self, other: Any) -> Any:  # type: ignore[override]
-        return _value(other) ** self._out() if _is_num(other) else NotImplemented
+        return _power(other, self, sys._getframe(1))
 
     def __repr__(self) -> str:
         return int.__repr__(self)
+
+
+def _power(base: Any, exponent: Any, caller: Any) -> Any:
+    """``base ** exponent`` without an expression (a real power): plain, the symbolic operands pinned,
+    except in a weight initialisation (``std = (d_model * d_kv) ** -0.5``: not structure)."""
+    if not (_is_num(base) and _is_num(exponent)):
+        return NotImplemented
+    if _initialisation(caller):
+        return plain(base) ** plain(exponent)
+    return _value(base) ** _value(exponent)
 
 
 def _value(x: Any) -> Any:
@@ -320,10 +334,10 @@ class SymFloat(_SymNumber, float):  # type: ignore[misc]
         return obj
 
     def __pow__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._out() ** _value(other) if _is_num(other) else NotImplemented
+        return _power(self, other, sys._getframe(1))
 
     def __rpow__(self, other: Any) -> Any:  # type: ignore[override]
-        return _value(other) ** self._out() if _is_num(other) else NotImplemented
+        return _power(other, self, sys._getframe(1))
 
     __floordiv__, __rfloordiv__ = _pinned(lambda a, b: a // b)
     __mod__, __rmod__ = _pinned(lambda a, b: a % b)

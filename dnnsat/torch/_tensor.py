@@ -141,7 +141,12 @@ class STensor:
         return method
 
     def __bool__(self) -> bool:
-        raise TraceError(f"a tensor's value decides control flow (not supported): {user_line()}")
+        raise TraceError(
+            f"a tensor's value decides control flow (not supported): {user_line()}; dnnsat follows sizes, "
+            f"not values: decide from sizes (x.shape) or hyperparameters instead; if the tensor is an input "
+            f"of known value (an all-ones attention mask, which Hugging Face models treat as no mask), leave "
+            f"it out: inputs(cfg) may give None for it, or a dict of forward's keyword arguments without it"
+        )
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

@@ -50,7 +50,7 @@ from ..graph import Network
 from ._capture import _OnMeta, _SkippedInit, _to_meta
 from ._errors import _META, MeasureError, TraceError, _user_frame
 from ._merge import _merge
-from ._regions import _examples, _explore
+from ._regions import _explore, forward_arguments
 
 __all__ = ["from_torch", "TorchModel", "TraceError", "MeasureError"]
 
@@ -148,10 +148,7 @@ class TorchModel:
                     module = self.build(cfg)
                     xs = self.inputs(cfg)
                 _to_meta(module)
-                xs = [
-                    x.to("meta") if isinstance(x, torch.Tensor) else torch.empty(*x, device="meta")
-                    for x in _examples(xs)
-                ]
+                args, kwargs = forward_arguments(xs)
                 empty = _EmptyTensors()
                 hooks = [  # a check CPU and CUDA kernels make and the meta kernel does not
                     m.register_forward_pre_hook(_output_padding_check)
@@ -160,7 +157,7 @@ class TorchModel:
                 ]
                 try:
                     with FlopCounterMode(display=False) as counter, empty:
-                        module(*xs)
+                        module(*map(_on_meta, args), **{k: _on_meta(x) for k, x in kwargs.items()})
                 finally:
                     for hook in hooks:
                         hook.remove()
@@ -236,6 +233,13 @@ def _source_key(fn: Any) -> str | None:
     return f"{fn.__module__}.{fn.__qualname__}\n{source}\n{text}"
 
 
+def _on_meta(x: Any) -> Any:
+    """An input of ``inputs(cfg)`` on the meta device: a tensor moved, a shape made one, ``None`` kept."""
+    if x is None:
+        return None
+    return x.to("meta") if isinstance(x, torch.Tensor) else torch.empty(*x, device="meta")
+
+
 def _output_padding_check(mod: Any, args: Any) -> None:
     """As ``aten::convolution`` on real devices: each output padding below the stride or the dilation."""
     if not all(o < st or o < d for o, st, d in zip(mod.output_padding, mod.stride, mod.dilation)):
@@ -250,7 +254,9 @@ def from_torch(
     space: Any = None,
 ) -> TorchModel:
     """A dnnsat model from an unmodified PyTorch builder: ``build(cfg) -> nn.Module`` and example
-    inputs ``inputs(cfg)`` (tensors, e.g. ``torch.empty(cfg["batch"], 3, 224, 224)``, or shapes).
+    inputs ``inputs(cfg)``: forward's arguments, one or a tuple of tensors (e.g. ``torch.empty(cfg["batch"],
+    3, 224, 224)``) or shapes, ``None`` for an optional one left out, or a dict of keyword arguments
+    (``model(**inputs(cfg))``, as Hugging Face models take ``input_ids=...``).
 
     Params, FLOPs (2 per multiply-add, as FlopCounterMode) and validity equal PyTorch's on every
     configuration of the space: see the module docstring for how, and :class:`TraceError` for what

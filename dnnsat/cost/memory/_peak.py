@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...expr import Const, Expr, any_, ceildiv, maximum, minimum, substitute, sum_, where
+from ...expr import Const, Expr, any_, as_expr, ceildiv, maximum, minimum, substitute, sum_, where
 from ...graph import Network, Node
 from ...graph._catalog import CATALOG, Attrs, Mem, Sizes, prod
 from ...graph._gates import _implies, _split_gate
@@ -178,8 +178,10 @@ class _Model:
             if node.op == "constant" and node.attrs.buffer:  # module state, counted with the weights
                 alias[out], needs_grad[out] = [], False
                 continue
-            needs_grad[out] = any(needs_grad[i] for i in ins) or not (
-                node.info.params.is_const and node.info.params.value == 0
+            needs_grad[out] = (
+                any(needs_grad[i] for i in ins)
+                or not (node.info.params.is_const and node.info.params.value == 0)
+                or "shared" in node.attrs
             )
             # a traced model's transpose back is a view in training too: the kernel wrote its output in
             # the layout of a query that is itself a transposed view (``empty_like``), and its backward
@@ -351,6 +353,7 @@ class _Model:
             saved = unreleased[op.index] = saved + sum_(saved_at.get(op.index, []))
         grads = self.accumulated
         end = sum_(end_alive) + self.loss_scalars()  # outputs (referenced by the loop) and the loss
+        shared = self.shared_grads()
         for op in reversed(ops):
             k = op.index
             # under autocast an op whose weights are cast computes their gradients in 16 bits; they
@@ -358,13 +361,16 @@ class _Model:
             own = 2 if self.casts_weights(op) else None
             if k in gspans and self.roots[op.output].grad:
                 bw = self.backward_set(op)
-                mine = where(op.gate, self.param_grad_bytes(op, own), 0)
-                live = unreleased[k] + recomputed.get(k, Const(0)) + grads + mine + sum_(gspans[k])
+                mine = where(op.gate, self.param_grad_bytes(op, own), 0) + sum_(
+                    b for _, user, b in shared if user == k
+                )
+                held = sum_(b for owner, user, b in shared if owner <= k < user)
+                live = unreleased[k] + recomputed.get(k, Const(0)) + grads + held + mine + sum_(gspans[k])
                 live = live + sum_(second[k])
                 bwd.append(live + end + where(op.gate, bw, 0))
                 if own is not None:  # ToCopyBackward: the fp32 gradients while the 16-bit ones live
                     fp32 = where(op.gate, self.param_grad_bytes(op), 0)
-                    bwd.append(released[k] + grads + mine + fp32 + sum_(through[k]) + end)
+                    bwd.append(released[k] + grads + held + mine + fp32 + sum_(through[k]) + end)
             if self.steps == 1:
                 grads = grads + where(op.gate, self.param_grad_bytes(op), 0)
         return fwd, bwd, saved_end, sum_(end_alive)
@@ -693,6 +699,23 @@ class _Model:
     def loss_scalars(self) -> Expr:
         """The loss and cross-entropy's total weight: two fp32 scalars alive until the step ends."""
         return 2 * self.rounded(Const(4))
+
+    def shared_grads(self) -> list[tuple[int, int, Expr]]:
+        """``(owner, user, bytes)`` per op using parameters of an earlier op (``Network.share``): the
+        user's gradient of them lives from its backward to the owner's (the first op at the owner's
+        module path), where autograd adds it to the owner's and the sum becomes ``.grad``."""
+        out = []
+        for node in self.net.nodes:
+            if "shared" not in node.attrs:
+                continue
+            paths = {path for _, path, _ in node.attrs.shared_names}
+            owner = min(
+                (n.index for n in self.net.nodes[: node.index] if n.label.partition(" ")[2] in paths),
+                default=node.index,
+            )
+            b = as_expr(node.attrs.shared) * self.pbytes
+            out.append((owner, node.index, where(node.gate, self.rounded(b) if self.gpu else b, 0)))
+        return out
 
     def param_grad_bytes(self, node: Any, nbytes: int | None = None) -> Expr:
         """Bytes of the parameters (or their gradients) of ``node``: on a GPU the largest tensor and the
