@@ -185,7 +185,7 @@ def test_keyword_and_none_inputs(inputs: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         real = peak_memory(KeywordModel(cfg), xs if isinstance(xs, dict) else list(xs)).peak
-    assert problem.costs(cfg)["memory"] >= 0.999 * real  # the tolerance of the memory tests
+    assert problem.costs(cfg)["memory"] >= real - max(64, real // 1000)  # 0.1 % or the step's scalars
 
 
 def test_value_in_control_flow_says_what_to_do() -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch.nn as nn
+from torch.nn.utils import parametrize
 
 from ..expr import Const, Expr, all_, sum_
 from ..graph import GraphError, Tensor
@@ -507,8 +508,45 @@ def _call(tr: _Trace, mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
     one whose handler refuses the call, run ``forward`` (its functions traced, at the ATen level where
     unmapped)."""
     handler = _handler(type(mod))
-    if handler is not None and _called_again(tr, mod):
-        handler = None  # its children's calls own or share their parameters one by one (see _own)
+    hooked = bool(mod._forward_pre_hooks or mod._forward_hooks)
+    if handler is not None and (_called_again(tr, mod) or hooked or parametrize.is_parametrized(mod)):
+        # children own or share their parameters one by one (see _own); a hook may compute the weight
+        # (spectral_norm), a parametrization does (weight_norm): forward reads it
+        handler = None
+    if hooked:
+        return _with_hooks(mod, args, kwargs, lambda *a, **k: _call_unhooked(tr, mod, handler, *a, **k))
+    return _call_unhooked(tr, mod, handler, *args, **kwargs)
+
+
+def _with_hooks(
+    mod: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], run: Callable[..., Any]
+) -> Any:
+    """``run(*args, **kwargs)`` between ``mod``'s forward pre-hooks and forward hooks, as
+    ``nn.Module.__call__`` runs them (a hook's result, when not ``None``, replaces the arguments or
+    the output)."""
+    for key, hook in list(mod._forward_pre_hooks.items()):
+        if key in mod._forward_pre_hooks_with_kwargs:
+            result = hook(mod, args, kwargs)
+            if result is not None:
+                args, kwargs = result
+        else:
+            result = hook(mod, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    out = run(*args, **kwargs)
+    for key, hook in list(mod._forward_hooks.items()):
+        if key in mod._forward_hooks_with_kwargs:
+            result = hook(mod, args, kwargs, out)
+        else:
+            result = hook(mod, args, out)
+        if result is not None:
+            out = result
+    return out
+
+
+def _call_unhooked(
+    tr: _Trace, mod: nn.Module, handler: Callable[..., Any] | None, *args: Any, **kwargs: Any
+) -> Any:
     tr.stack.append(tr.names.get(id(mod), type(mod).__name__))
     try:
         if handler is not None and isinstance(mod, _REFUSALS_KEPT):

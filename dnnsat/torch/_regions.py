@@ -152,7 +152,8 @@ def _build_call(mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
     given = [*args, *kwargs.values()]
     scratch = next((a._trace for a in given if isinstance(a, STensor)), None)
     if scratch is None:
-        if not any(isinstance(a, torch.Tensor) and tr.shape_of(a) is not None for a in given):
+        made = [a for a in given if isinstance(a, torch.Tensor) and not isinstance(a, nn.Parameter)]
+        if not any(tr.shape_of(a) is not None for a in made):  # (a parametrization checks a weight)
             return _ORIGINAL_CALL(mod, *args, **kwargs)
         scratch = tr.scratch()
     _CURRENT.append(scratch)

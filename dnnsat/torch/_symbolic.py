@@ -426,11 +426,11 @@ class guarded_range(metaclass=_RangeMeta):  # noqa: N801 - stands in for the bui
 
 
 def user_line(skip: tuple[str, ...] = ()) -> str:
-    """``file:line: code`` of the innermost frame outside torch and this package (the user's code)."""
+    """``file:line: code`` of the innermost frame outside torch and dnnsat (the user's code)."""
     import linecache
     import os
 
-    here = os.path.dirname(__file__)
+    here = os.path.dirname(os.path.dirname(__file__))
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename

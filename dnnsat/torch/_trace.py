@@ -45,6 +45,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from ..graph import Network
 from ._capture import _OnMeta, _SkippedInit, _to_meta
@@ -56,18 +57,28 @@ __all__ = ["from_torch", "TorchModel", "TraceError", "MeasureError"]
 
 
 class _EmptyTensors(TorchDispatchMode):
-    """Notes an op that makes an empty tensor (dnnsat requires every dimension >= 1)."""
+    """Notes an empty tensor an op makes and another op (or the model's output) uses: dnnsat requires
+    every dimension >= 1. An unused empty output is a kernel's placeholder (``_embedding_bag``'s
+    ``max_indices`` outside ``mode="max"``, eval batch norm's saved statistics), as in the trace."""
 
     def __init__(self) -> None:
         super().__init__()
         self.found = False
+        self.empty: dict[int, torch.Tensor] = {}  # id -> tensor (kept, so that ids stay unique)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        self.check(tree_leaves((args, kwargs)))
+        out = func(*args, **kwargs)
         if "empty" not in str(func):  # kernels' own (empty) workspaces
-            for t in out if isinstance(out, tuple | list) else (out,):
-                self.found |= isinstance(t, torch.Tensor) and t.numel() == 0
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.numel() == 0:
+                    self.empty[id(t)] = t
         return out
+
+    def check(self, values: list[Any]) -> None:
+        """Note whether one of ``values`` is an empty tensor an op made."""
+        self.found |= any(isinstance(v, torch.Tensor) and id(v) in self.empty for v in values)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -157,7 +168,8 @@ class TorchModel:
                 ]
                 try:
                     with FlopCounterMode(display=False) as counter, empty:
-                        module(*map(_on_meta, args), **{k: _on_meta(x) for k, x in kwargs.items()})
+                        out = module(*map(_on_meta, args), **{k: _on_meta(x) for k, x in kwargs.items()})
+                        empty.check(tree_leaves(out))
                 finally:
                     for hook in hooks:
                         hook.remove()
