@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...expr import Const, Expr, any_, as_expr, ceildiv, maximum, minimum, substitute, sum_, where
+from ...expr import Const, Expr, all_, any_, as_expr, ceildiv, maximum, minimum, substitute, sum_, where
 from ...graph import Network, Node
 from ...graph._catalog import CATALOG, Attrs, Mem, Sizes, prod
 from ...graph._gates import _implies, _split_gate
@@ -658,7 +658,24 @@ class _Model:
         if self.mem(op).releases_grad and self.input_grad(op) and root is not None and root.grad_uses:
             owned = any_(c for _, c, _ in root.grad_uses)  # its own gradient storage
             total = total - where(owned, root.size, 0)
-        return total
+        return total + self.strided_grad_copy(op)
+
+    def strided_grad_copy(self, op: Node) -> Expr:
+        """A convolution whose output only a ``concat`` reads (DenseNet's new features, a U-Net's skip)
+        gets its gradient as a slice of the concat's, strided unless the dimensions before the concat's
+        are all 1; its backward copies it contiguous first (allocator traces, this CPU: the output's
+        bytes, ``tests/test_memory_concat_grad.py``)."""
+        users = self.consumers.get(op.output, [])
+        root = self.roots.get(op.output)
+        if not op.op.startswith("conv") or root is None:
+            return Const(0)
+        shape = self.net.tensors[op.output].shape
+        alone = [  # the concat is the only active reader (of a merged network's gated ones)
+            u.gate & (prod(shape[: u.attrs.dim]) > 1) & all_(~v.gate for v in users if v is not u)
+            for u in users
+            if u.op == "concat" and users.count(u) == 1
+        ]
+        return where(any_(alone), root.size, 0) if alone else Const(0)
 
     def mixed_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
         """Transient bytes of ``node`` under mixed precision (or with an int64 / bool operand of an
