@@ -99,6 +99,8 @@ def _forward_terms(net: Network, act: int, par: int, train: bool, block: int | _
     for node in net.ops():
         assert node.info is not None
         cls, launches = OP_TABLE.get(node.op, ("elementwise", 1))
+        if node.op == "aten":  # a traced ATen operator: a view, a kernel FlopCounterMode counts, or else
+            cls = "view" if node.attrs.view else "elementwise" if _zero(node.info.macs) else "matmul"
         if cls == "view":
             continue
         k = as_expr(launches(net, node) if callable(launches) else launches)
@@ -148,7 +150,7 @@ def _forward_terms(net: Network, act: int, par: int, train: bool, block: int | _
             terms.extend(_conv_terms(node, shapes[0][1], work, nbytes, k, mapping))
         elif node.op == "attention":
             terms.extend(_attention_terms(node, shapes, work, nbytes, k, mapping, act))
-        elif cls == "matmul":  # linear, matmul, bmm: pad the reduction and output dimensions
+        elif cls == "matmul" and node.op != "aten":  # linear, matmul, bmm: pad the reduction and output
             out = net.tensors[node.output].shape[-1]
             terms.append(_Term(node.gate, cls, work * _pad(shapes[0][-1], rows) * _pad(out, cols), nbytes, k))
         else:
