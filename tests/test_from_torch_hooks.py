@@ -13,7 +13,7 @@ import torch.nn as nn
 from torch.nn.utils import parametrizations, parametrize
 
 import dnnsat as ds
-from dnnsat.torch import peak_memory
+from dnnsat.torch import TraceError, peak_memory
 
 SPACE = ds.Space({"w": ds.Categorical([3, 8, 13]), "b": ds.Categorical([1, 4])})
 CONFIGS = [{"w": w, "b": b} for w in (3, 8, 13) for b in (1, 4)]
@@ -84,3 +84,40 @@ def test_call_beyond_forward_memory_never_under(build: Any, inputs: Any) -> None
             assert problem.costs(cfg)["memory"] >= real - max(64, real // 1000), cfg
     finally:
         torch.set_num_threads(threads)
+
+
+class AttentionWeights(nn.Module):
+    """Uses ``MultiheadAttention``'s averaged attention weights: its ``forward`` is traced instead."""
+
+    def __init__(self, c: dict[str, Any]) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(c["w"] + 1, 1, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, weights = self.attn(x, x, x)
+        return y * weights.mean()
+
+
+def test_secondary_output_used_traces_the_forward() -> None:
+    inputs = lambda c: torch.randn(c["b"], 5, c["w"] + 1)  # noqa: E731
+    model = ds.from_torch(AttentionWeights, inputs)
+    problem = ds.Problem(SPACE, model=model, budget=ds.Budget(mode="train", optimizer="adam"))
+    for cfg in CONFIGS:
+        assert model.disagreements(problem, cfg) == [], cfg
+    cfg = {"w": 13, "b": 4}
+    assert problem.costs(cfg)["memory"] >= peak_memory(AttentionWeights(cfg), [inputs(cfg)]).peak
+
+
+class FinalState(nn.Module):
+    def __init__(self, c: dict[str, Any]) -> None:
+        super().__init__()
+        self.rnn = nn.GRU(6, c["w"], batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, h = self.rnn(x)
+        return h[-1]  # indexing the final states: refused, never a silently invalid configuration
+
+
+def test_rnn_final_states_refused_with_what_to_do() -> None:
+    with pytest.raises(TraceError, match=r"final states of rnn .*out\[:, -1\].*test_from_torch_hooks.py"):
+        ds.Problem(SPACE, model=ds.from_torch(FinalState, _vectors))

@@ -237,7 +237,12 @@ def _rnn_mod(kind: str) -> Callable[..., Any]:
             bool(mod.bidirectional), bool(mod.bias),
         )  # fmt: skip
         tr.bind(y, "input_size matches the input", eq(_t(xs).shape[-1], expr_of(mod.input_size)))
-        return y, _Opaque(f"the final states of {tr.where()}")
+        # (their forward's kernels keep workspaces the ATen fallback cannot see: no retry through it)
+        return y, _Opaque(
+            f"the final states of {tr.where()} (use its output: out[:, -1] is the last step's hidden "
+            f"state of a one-layer, one-direction {type(mod).__name__})",
+            None,
+        )
 
     return h
 
@@ -300,7 +305,7 @@ def _mha_mod(
         copy = tr.apply("attention_output", tr.net.apply, "attention_output", [_t(y)])
         y.copy = copy  # type: ignore[attr-defined]
         tr.watch(copy)
-    weights = _Opaque(f"the attention weights of {tr.where()}")
+    weights = _Opaque(f"the attention weights of {tr.where()}", tr.where())
     if need_weights:  # the weights live while the model's code holds them (``y, _ = ...``: to ``return``)
         src = [_t(y)] if kv is None else [_t(y), _t(kv)]
         w = tr.apply(
@@ -498,6 +503,7 @@ _MODULES: dict[type, Callable[..., Any]] = {
 # sequences): where their handler refuses a call, its message says what to change
 _REFUSALS_KEPT = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder,
                   nn.TransformerDecoderLayer, nn.LSTM, nn.GRU)  # fmt: skip
+_FORWARD = "modules traced through forward"  # key in the trace cache: paths of modules (OpaqueUsed)
 _COMPOSITE = (nn.TransformerEncoderLayer, nn.TransformerEncoder, nn.TransformerDecoderLayer)
 _ORIGINAL_CALL = nn.Module.__call__
 _CURRENT: list[_Trace] = []
@@ -509,9 +515,13 @@ def _call(tr: _Trace, mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
     unmapped)."""
     handler = _handler(type(mod))
     hooked = bool(mod._forward_pre_hooks or mod._forward_hooks)
-    if handler is not None and (_called_again(tr, mod) or hooked or parametrize.is_parametrized(mod)):
+    forward = (
+        hooked or parametrize.is_parametrized(mod) or tr.names.get(id(mod)) in tr.cache.get(_FORWARD, ())
+    )
+    if handler is not None and (forward or _called_again(tr, mod)):
         # children own or share their parameters one by one (see _own); a hook may compute the weight
-        # (spectral_norm), a parametrization does (weight_norm): forward reads it
+        # (spectral_norm), a parametrization does (weight_norm): forward reads it; a module whose
+        # secondary output (an RNN's final states) the model uses: its forward makes it
         handler = None
     if hooked:
         return _with_hooks(mod, args, kwargs, lambda *a, **k: _call_unhooked(tr, mod, handler, *a, **k))

@@ -18,9 +18,9 @@ from ..expr import Const, Expr, all_, any_, compile_vectorized
 from ..graph import Check, Network
 from ._capture import _Mode, _SkippedInit, _to_meta, _Trace
 from ._errors import TraceError
-from ._modules import _CURRENT, _ORIGINAL_CALL, _call, _module_call
+from ._modules import _CURRENT, _FORWARD, _ORIGINAL_CALL, _call, _module_call
 from ._symbolic import REAL_RANGE, SymFloat, SymInt, SymStr, activate, as_expr_like, expr_of, guarded_range
-from ._tensor import STensor, _Opaque
+from ._tensor import OpaqueUsed, STensor, _Opaque
 
 _GRID_LIMIT = 1 << 20  # combinations of guarded parameters enumerated to find uncovered configurations
 
@@ -138,7 +138,7 @@ def _outputs(tr: _Trace, out: Any) -> list[STensor]:
     if isinstance(out, tuple | list):
         return [t for o in out for t in _outputs(tr, o)]
     if isinstance(out, _Opaque):
-        raise TraceError(f"forward returns {out.what} (not supported as a value)")
+        out._used()
     return []
 
 
@@ -294,9 +294,24 @@ def _explore(
             )
         env = dict(default)
         env.update({n: cols[n][left[0]].item() for n in names})
-        region = _run(build, inputs, space, env, box, finite, cache)
+        region = _traced(build, inputs, space, env, box, finite, cache)
         regions.append(region)
         fresh = [region]
+
+
+def _traced(
+    build: Any, inputs: Any, space: Any, env: Any, box: Any, finite: set[str], cache: dict[Any, Any]
+) -> _Region:
+    """:func:`_run`; where the model uses a secondary output a module's op does not make (an RNN's final
+    states), again with that module traced through its ``forward`` (in this region and the next)."""
+    forward = cache.setdefault(_FORWARD, set())
+    while True:
+        try:
+            return _run(build, inputs, space, env, box, finite, cache)
+        except OpaqueUsed as used:
+            if used.path in forward:
+                raise
+            forward.add(used.path)
 
 
 class _Gates:

@@ -80,6 +80,8 @@ class STensor:
     def dtype(self) -> torch.dtype:
         return self._dtype
 
+    is_nested = is_sparse = is_quantized = False  # (asked by torch.nn's fast-path checks)
+
     def is_floating_point(self) -> bool:
         return self._dtype.is_floating_point
 
@@ -195,14 +197,36 @@ for _name in ("T", "mT"):
     setattr(STensor, _name, _view_property(_name))
 
 
+class OpaqueUsed(TraceError):
+    """A use of an :class:`_Opaque` output of the module at ``path``: the trace is run again with that
+    module's calls traced through its ``forward`` (see ``_regions._traced``)."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class _Opaque:
-    """A secondary output (an RNN's final states, attention weights): any use raises."""
+    """A secondary output a module's catalog op does not make (an RNN's final states, attention
+    weights) of the module at ``path``: any use raises :class:`OpaqueUsed` (``path`` ``None``: a
+    :class:`TraceError`, where the module's ``forward`` cannot be traced instead)."""
 
-    def __init__(self, what: str) -> None:
-        self.what = what
+    def __init__(self, what: str, path: str | None) -> None:
+        self.what, self.path = what, path
 
-    def __getattr__(self, name: str) -> Any:
-        raise TraceError(f"{self.what} is not supported as a value: {user_line()}")
+    def _used(self, *_: Any) -> Any:
+        message = f"{self.what} is not supported as a value: {user_line()}"
+        if self.path is None:
+            raise TraceError(message)
+        raise OpaqueUsed(message, self.path)
+
+    __getattr__ = __getitem__ = __iter__ = __len__ = __bool__ = _used
+    __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __rsub__ = __truediv__ = __matmul__ = _used
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        opaque = next(a for a in _flat(args, kwargs or {}) if isinstance(a, _Opaque))
+        return opaque._used()
 
 
 def _t(x: STensor) -> Tensor:
