@@ -133,8 +133,9 @@ def test_shared_parameters_memory_never_under(cls: Any, inputs: Any) -> None:
             torch.manual_seed(0)
             xs = inputs(cfg)
             real = peak_memory(cls(cfg), list(xs) if isinstance(xs, tuple) else [xs]).peak
-            error = problem.costs(cfg)["memory"] / real - 1
-            assert -0.001 <= error <= 0.30, (cfg, error)
+            estimate = problem.costs(cfg)["memory"]
+            # never under by more than 0.1 % or 256 bytes (AVX2's small convolutions)
+            assert real - max(256, real // 1000) <= estimate <= 1.3 * real, (cfg, estimate / real - 1)
     finally:
         torch.set_num_threads(threads)
 
