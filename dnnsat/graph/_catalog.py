@@ -605,7 +605,8 @@ def _conv_transpose_infer(nd: int) -> InferFn:
         params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
         macs = b * prod(sp) * cin * (cout // g) * prod(k)
         # CPU working sets: ``dnnsat.cost.memory._cpu.cpu_conv_transpose_working_sets`` (by backend; a
-        # 1-D one runs as the 2-D one of height 1: ATen's ``_convolution`` views 3-D inputs as 4-D)
+        # 1-D one runs as the 2-D one of height 1: ATen's ``_convolution`` views 3-D inputs as 4-D; a
+        # 3-D one picks its kernel as the 2-D one, the rule's element counts over three dimensions)
         mem = Mem(saves=("in0",), largest_param=cin * (cout // g) * prod(k), cpu_kernels=True)
         return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x), mem=mem)
 
@@ -621,7 +622,7 @@ def _conv_transpose_torch(nd: int) -> TorchFn:
         _device_checks(a, positive, ("padding", "output_padding"))
         if not all(o < s or o < d for o, s, d in zip(a.output_padding, a.stride, a.dilation)):
             raise ValueError("output padding must be smaller than either stride or dilation")
-        return {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d}[nd](
+        return {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d, 3: nn.ConvTranspose3d}[nd](
             shapes[0][1],
             a.out_channels,
             a.kernel_size,
@@ -636,7 +637,7 @@ def _conv_transpose_torch(nd: int) -> TorchFn:
     return build
 
 
-for _nd in (1, 2):
+for _nd in (1, 2, 3):
     op(f"conv_transpose{_nd}d", autocast=LOWER)(_conv_transpose_infer(_nd)).torch(_conv_transpose_torch(_nd))
 
 

@@ -18,12 +18,18 @@ from ._functions import (
     _activation_fn,
     _adaptive_op,
     _avg_pool,
+    _batchnorm_op,
+    _conv_op,
     _dropout,
     _exprs,
     _flatten,
+    _groupnorm_op,
     _interpolate,
+    _layernorm_op,
+    _linear_op,
     _mask,
     _max_pool,
+    _own,
     _softmax,
 )
 from ._symbolic import as_expr_like, expr_of, fixed, user_line
@@ -36,20 +42,7 @@ if TYPE_CHECKING:
 def _claim(tr: _Trace, mod: nn.Module, tied_weight: bool = False) -> str | None:
     """Mark ``mod``'s parameters counted; when its weight is shared with an earlier op (allowed only
     with ``tied_weight``: a Linear's weight, e.g. a tied LM head), the module path of that op."""
-    tied = None
-    for pname, p in mod.named_parameters():
-        if id(p) in tr.counted:
-            if tied_weight and pname == "weight" and id(p) in tr.owners:
-                tied = tr.owners[id(p)]
-                continue
-            raise TraceError(
-                f"module {tr.where()} ({type(mod).__name__}): parameter {pname!r} is shared with another "
-                f"op or the module is called twice (supported for a Linear's weight only): {user_line()}"
-            )
-    for p in mod.parameters():
-        tr.counted.add(id(p))
-        tr.owners.setdefault(id(p), tr.where().replace(".", "/"))
-    return tied
+    return _own(tr, f"module {tr.where()} ({type(mod).__name__})", dict(mod.named_parameters()), tied_weight)
 
 
 def _in(tr: _Trace, x: Any, mod: nn.Module) -> STensor:
@@ -59,30 +52,23 @@ def _in(tr: _Trace, x: Any, mod: nn.Module) -> STensor:
 def _linear_mod(tr: _Trace, mod: nn.Linear, x: Any) -> STensor:
     xs = _in(tr, x, mod)
     tied = _claim(tr, mod, tied_weight=True)
-    y = tr.apply(
-        "linear", tr.net.linear, _t(xs), as_expr_like(mod.out_features), mod.bias is not None, tied or False
-    )
-    tr.bind(y, "in_features matches the input", eq(_t(xs).shape[-1], expr_of(mod.in_features)))
-    return y
+    return _linear_op(tr, xs, mod.out_features, mod.in_features, mod.bias is not None, tied)
 
 
 def _conv_mod(nd: int) -> Callable[..., STensor]:
     def h(tr: _Trace, mod: Any, x: Any) -> STensor:
         xs = _in(tr, x, mod)
         _claim(tr, mod)
-        method = {1: tr.net.conv1d, 2: tr.net.conv2d, 3: tr.net.conv3d}[nd]
         pad = fixed(mod.padding) if isinstance(mod.padding, str) else _exprs(mod.padding)
         mode = fixed(mod.padding_mode)
         if mode != "zeros":  # ``_conv_forward``: F.pad(x, _reversed_padding_repeated_twice, mode), no padding
             pads = conv_pads(pad, _exprs(mod.kernel_size), _exprs(mod.dilation))
             xs = tr.apply("pad", tr.net.pad, _t(xs), pads, mode)
             pad = (0,) * nd
-        y = tr.apply(
-            f"conv{nd}d", method, _t(xs), as_expr_like(mod.out_channels), _exprs(mod.kernel_size),
-            _exprs(mod.stride), pad, _exprs(mod.dilation), as_expr_like(mod.groups), mod.bias is not None,
+        return _conv_op(
+            tr, nd, xs, mod.out_channels, mod.kernel_size, mod.stride, pad, mod.dilation, mod.groups,
+            mod.bias is not None, mod.in_channels,
         )  # fmt: skip
-        tr.bind(y, "in_channels matches the input", eq(_t(xs).shape[1], expr_of(mod.in_channels)))
-        return y
 
     return h
 
@@ -93,7 +79,7 @@ def _conv_transpose_mod(nd: int) -> Callable[..., STensor]:
             raise TraceError(f"module {tr.where()}: output_size is not supported: {user_line()}")
         xs = _in(tr, x, mod)  # (nn.ConvTransposeNd accepts padding_mode="zeros" only)
         _claim(tr, mod)
-        method = {1: tr.net.conv_transpose1d, 2: tr.net.conv_transpose2d}[nd]
+        method = {1: tr.net.conv_transpose1d, 2: tr.net.conv_transpose2d, 3: tr.net.conv_transpose3d}[nd]
         y = tr.apply(
             f"conv_transpose{nd}d", method, _t(xs), as_expr_like(mod.out_channels),
             _exprs(mod.kernel_size), _exprs(mod.stride), _exprs(mod.padding), _exprs(mod.output_padding),
@@ -113,23 +99,15 @@ def _batchnorm_mod(tr: _Trace, mod: Any, x: Any) -> STensor:
             f"{tr.where()}: {type(mod).__name__} expects a {' or '.join(map(str, ranks))}-D input"
         )
     _claim(tr, mod)
-    y = tr.apply("batchnorm", tr.net.batchnorm, _t(xs), affine=bool(mod.affine))
-    tr.bind(y, "num_features matches the input", eq(_t(xs).shape[1], expr_of(mod.num_features)))
-    return y
+    return _batchnorm_op(tr, xs, bool(mod.affine), mod.num_features, ranks)
 
 
 def _layernorm_mod(tr: _Trace, mod: nn.LayerNorm, x: Any) -> STensor:
     xs = _in(tr, x, mod)
     _claim(tr, mod)
-    shape = tuple(mod.normalized_shape)
-    n = len(shape)
-    if n > xs.ndim:
-        raise GraphError(f"{tr.where()}: normalized_shape has more dimensions than the input")
-    affine = bool(mod.elementwise_affine)
-    y = tr.apply("layernorm", tr.net.layernorm, _t(xs), n, affine, mod.bias is not None)
-    rule = all_(eq(d, expr_of(s)) for d, s in zip(_t(xs).shape[xs.ndim - n :], shape))
-    tr.bind(y, "normalized_shape matches the input", rule)
-    return y
+    return _layernorm_op(
+        tr, xs, tuple(mod.normalized_shape), bool(mod.elementwise_affine), mod.bias is not None
+    )
 
 
 def _rmsnorm_mod(tr: _Trace, mod: nn.RMSNorm, x: Any) -> STensor:
@@ -152,9 +130,7 @@ def _upsample_mod(tr: _Trace, mod: nn.Upsample, x: Any) -> STensor:
 def _groupnorm_mod(tr: _Trace, mod: nn.GroupNorm, x: Any) -> STensor:
     xs = _in(tr, x, mod)
     _claim(tr, mod)
-    y = tr.apply("groupnorm", tr.net.groupnorm, _t(xs), as_expr_like(mod.num_groups), affine=bool(mod.affine))
-    tr.bind(y, "num_channels matches the input", eq(_t(xs).shape[1], expr_of(mod.num_channels)))
-    return y
+    return _groupnorm_op(tr, xs, mod.num_groups, bool(mod.affine), mod.num_channels)
 
 
 def _activation_mod(op: str) -> Callable[..., STensor]:
@@ -455,6 +431,7 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.Conv3d: _conv_mod(3),
     nn.ConvTranspose1d: _conv_transpose_mod(1),
     nn.ConvTranspose2d: _conv_transpose_mod(2),
+    nn.ConvTranspose3d: _conv_transpose_mod(3),
     nn.BatchNorm1d: _batchnorm_mod,
     nn.BatchNorm2d: _batchnorm_mod,
     nn.LayerNorm: _layernorm_mod,

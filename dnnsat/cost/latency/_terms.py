@@ -37,6 +37,7 @@ OP_TABLE: dict[str, tuple[str, Launches]] = {
     "conv2d": ("conv", 1),
     "conv_transpose1d": ("conv", 1),
     "conv_transpose2d": ("conv", 1),
+    "conv_transpose3d": ("conv", 1),
     "conv3d": ("conv", 1),
     "linear": ("matmul", 1),  # addmm / matmul with fused bias
     "matmul": ("matmul", 1),

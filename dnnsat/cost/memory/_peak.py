@@ -22,6 +22,7 @@ from ._cpu import (
     _flash_transpose,
     _warn_unvalidated,
     cpu_bf16_matmul_scratch,
+    cpu_channels_last_depthwise_scratch,
     cpu_conv_transpose_working_sets,
     cpu_conv_working_sets,
     expanded_linear_grad,
@@ -126,6 +127,7 @@ class _Model:
         if not self.gpu:
             self.backend = device.cpu_backend() if hasattr(device, "cpu_backend") else detect_cpu_backend()
         self.conv_sets: dict[int, tuple[Expr, Expr, Expr]] = {}
+        self.cl: set[int] | None = None  # channels-last tensors (:meth:`_channels_last`)
 
     # -- sizes ---------------------------------------------------------------------------------------
     def rounded(self, nbytes: Expr) -> Expr:
@@ -436,7 +438,32 @@ class _Model:
             # (allocator traces of a ViT's transposed patch embeddings, torch 2.13)
             copy = self.net.tensors[node.inputs[0]].numel * self.tensor_bytes(node.inputs[0])
             sets = (sets[0] + copy, sets[1] + copy, sets[2] + copy)
+        if node.op == "conv2d" and self.train and self.backend is not None and self._channels_last(node):
+            x = self.net.tensors[node.inputs[0]].shape
+            extra = cpu_channels_last_depthwise_scratch(x, node.attrs, self.backend)
+            sets = (sets[0], sets[1] + extra, sets[2] + extra)
         return sets
+
+    def _channels_last(self, node: Node) -> bool:
+        """Whether the first input of ``node`` (a traced model's) is channels-last: a permute ``(0, 3, 1,
+        2)`` of a 4-D tensor that is not strided (ConvNeXt's permute back after its channels-last
+        LayerNorm and Linears), or a convolution's or an elementwise op's result where an input is (the
+        kernels keep the layout: an upper bound where a contiguous input comes first)."""
+        if self.cl is None:
+            net, self.cl = self.net, set()
+            for n in net.nodes if net.permute_views else ():
+                if n.info is None:
+                    ins = [c for _, c in n.cases]
+                elif n.op == "permute":
+                    cl = tuple(n.attrs["dims"]) == (0, 3, 1, 2) and not self._strided(n.inputs[0])
+                    ins = [n.output] if cl else []
+                elif n.op in CONV_OPS or n.op in _ELEMENTWISE or n.op in ("scale", "shift"):
+                    ins = list(n.inputs)
+                else:
+                    ins = []
+                if any(i in self.cl or i == n.output for i in ins):
+                    self.cl.add(n.output)
+        return node.inputs[0] in self.cl
 
     def _strided(self, ti: int) -> bool:
         """Whether tensor ``ti`` of a traced model is a strided (transposed) view or an elementwise
@@ -474,7 +501,10 @@ class _Model:
                     sets = cpu_conv_working_sets(x, y, a, self.backend, self.dtype, self.act)
                 self.conv_sets[node.index] = sets
             return self.conv_sets[node.index]
-        if node.op in ("conv_transpose1d", "conv_transpose2d") and self.backend is not None:
+        if (
+            node.op in ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+            and self.backend is not None
+        ):
             x, y = self.net.tensors[node.inputs[0]].shape, self.net.tensors[node.output].shape
             return cpu_conv_transpose_working_sets(*_as_2d(x, y, node.attrs), self.backend, self.act)
         fwd = mem.workspace
