@@ -2016,6 +2016,28 @@ def _narrow_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
     return _fn_module(lambda x: x[(*lead, slice(a.start, a.start + a.length, step))])
 
 
+@op("roll")
+def _roll(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``torch.roll(x, shifts, dims)`` (Swin's cyclic shift): a new tensor of ``x``'s shape; it keeps
+    nothing for backward (its backward rolls the gradient back). ATen rolls one dimension at a time,
+    each result alive until the last is made (``roll_common``): ``len(dims) - 1`` input-sized
+    intermediates in the forward and in the backward (allocator traces, torch 2.13); ``dims=()``: the
+    flattened tensor rolled, one shift. ``shifts``: one per dimension in ``dims``, any integers (they
+    do not change a cost)."""
+    (x,) = ins
+    steps = (max(len(a.dims) - 1, 0) * _numel(x), "act")
+    return OpInfo([x], io=2 * _numel(x), mem=Mem(workspace=(steps,), backward=(steps,)))
+
+
+@_roll.torch
+def _roll_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    if not a.dims:
+        return _fn_module(lambda x: torch.roll(x, a.shifts[0]))
+    return _fn_module(lambda x: torch.roll(x, tuple(a.shifts), tuple(a.dims)))
+
+
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 

@@ -361,6 +361,20 @@ def _pad(tr: _Trace, x: Any, pad: Any, mode: str = "constant", value: Any = None
     return tr.apply("pad", tr.net.pad, _t(xs), [as_expr_like(p) for p in pad], fixed(mode))
 
 
+def _roll(tr: _Trace, x: Any, shifts: Any, dims: Any = None) -> STensor:
+    """``torch.roll`` over given dimensions, or of the flattened tensor (``dims=None``: ``dims=()``)."""
+    xs = tr.tensor(x, "roll")
+    ds_ = [
+        _dim(d, xs.ndim) for d in (() if dims is None else dims if isinstance(dims, tuple | list) else [dims])
+    ]
+    sh = list(shifts) if isinstance(shifts, tuple | list) else [shifts]
+    if len(sh) != max(len(ds_), 1):
+        raise TraceError(f"roll: shifts and dims differ in length: {user_line()}")
+    return tr.apply(
+        "roll", tr.net.apply, "roll", [_t(xs)], shifts=tuple(expr_of(s) for s in sh), dims=tuple(ds_)
+    )
+
+
 def _made(tr: _Trace, sizes: Sequence[Any], dtype: torch.dtype) -> torch.Tensor:
     """A new tensor of ``sizes`` (symbolic ones allowed) as a factory makes it: a meta tensor whose
     symbolic shape the trace remembers (a ``constant`` node where it meets the network)."""
@@ -862,6 +876,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "split": _split,
     "interpolate": _interpolate,
     "pad": _pad,
+    "roll": _roll,
     "select": _select,
     "__getitem__": _getitem,
     "size": _size,
