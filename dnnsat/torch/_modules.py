@@ -18,20 +18,14 @@ from ._functions import (
     _activation_fn,
     _adaptive_op,
     _avg_pool,
-    _batchnorm_op,
-    _conv_op,
     _dropout,
-    _exprs,
     _flatten,
-    _groupnorm_op,
     _interpolate,
-    _layernorm_op,
-    _linear_op,
     _mask,
     _max_pool,
-    _own,
     _softmax,
 )
+from ._layers import _batchnorm_op, _conv_op, _exprs, _groupnorm_op, _layernorm_op, _linear_op, _own
 from ._symbolic import as_expr_like, expr_of, fixed, user_line
 from ._tensor import STensor, _Opaque, _t
 
