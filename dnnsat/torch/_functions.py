@@ -651,7 +651,18 @@ def _linear_fn(tr: _Trace, x: Any, weight: Any, bias: Any = None) -> STensor:
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     **{
         n: _activation_fn(n)
-        for n in ("relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6", "mish", "elu")
+        for n in (
+            "relu",
+            "gelu",
+            "silu",
+            "sigmoid",
+            "tanh",
+            "hardswish",
+            "hardsigmoid",
+            "relu6",
+            "mish",
+            "elu",
+        )
     },
     "leaky_relu": _activation_fn("leaky_relu"),
     "relu_": _activation_fn("relu"),

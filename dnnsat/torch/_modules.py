@@ -438,6 +438,7 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.Sigmoid: _activation_mod("sigmoid"),
     nn.Tanh: _activation_mod("tanh"),
     nn.Hardswish: _activation_mod("hardswish"),
+    nn.Hardsigmoid: _activation_mod("hardsigmoid"),
     nn.ReLU6: _activation_mod("relu6"),
     nn.LeakyReLU: _activation_mod("leaky_relu"),
     nn.ELU: _activation_mod("elu"),

@@ -103,8 +103,8 @@ def _balanced_max(terms: Sequence[Expr]) -> Expr:
 
 # ops whose output keeps the layout of their first input (TensorIterator)
 _ELEMENTWISE = frozenset(
-    {"add", "sub", "mul", "dropout", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6",
-     "leaky_relu", "elu", "mish"}
+    {"add", "sub", "mul", "dropout", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid",
+     "relu6", "leaky_relu", "elu", "mish"}
 )  # fmt: skip
 
 
