@@ -260,12 +260,12 @@ def test_dict_output_exact() -> None:
 
 
 def test_op_without_a_shape_rule_pins_the_sizes() -> None:
-    """A tensor computed from symbolic sizes by an op without a shape rule here (``torch.roll`` of an
+    """A tensor computed from symbolic sizes by an op without a shape rule here (``torch.flip`` of an
     ``arange``) is exact by pinning those sizes: one region per sequence length."""
 
     class Rolled(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x + torch.roll(torch.arange(x.shape[1], device=x.device), 1).float()
+            return x + torch.flip(torch.arange(x.shape[1], device=x.device), (0,)).float()
 
     space = ds.Space({"s": ds.Categorical([2, 3, 5]), "b": ds.Categorical([1, 2])})
     model, valid, n = assert_exact(space, lambda c: Rolled(), lambda c: torch.empty(c["b"], c["s"]))

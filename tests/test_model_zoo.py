@@ -1,7 +1,8 @@
 """The model-zoo coverage benchmark (``benchmarks.model_zoo``) on a few models: a traced model's params,
 FLOPs and validity equal PyTorch's on random configurations of its space (resnet18's holds invalid ones:
-its BasicBlock raises for a ``width_per_group`` other than 64); MobileNet v3 (``Hardsigmoid``) and ConvNeXt
-(``F.layer_norm``) go through the ATen fallback, BERT has constant tensors in its forward."""
+its BasicBlock raises for a ``width_per_group`` other than 64); MobileNet v3's ``Hardsigmoid`` and ConvNeXt's
+``F.layer_norm`` (channels-last ``LayerNorm2d``) map to catalog ops, BERT has constant tensors in its
+forward."""
 
 from __future__ import annotations
 

@@ -616,7 +616,8 @@ def _conv_transpose_infer(nd: int) -> InferFn:
         params = cin * (cout // g) * prod(k) + (cout if a.bias else 0)
         macs = b * prod(sp) * cin * (cout // g) * prod(k)
         # CPU working sets: ``dnnsat.cost.memory._cpu.cpu_conv_transpose_working_sets`` (by backend; a
-        # 1-D one runs as the 2-D one of height 1: ATen's ``_convolution`` views 3-D inputs as 4-D)
+        # 1-D one runs as the 2-D one of height 1: ATen's ``_convolution`` views 3-D inputs as 4-D; a
+        # 3-D one picks its kernel as the 2-D one, the rule's element counts over three dimensions)
         mem = Mem(saves=("in0",), largest_param=cin * (cout // g) * prod(k), cpu_kernels=True)
         return OpInfo([y], checks, params=params, macs=macs, saved=_numel(x), mem=mem)
 
@@ -632,7 +633,7 @@ def _conv_transpose_torch(nd: int) -> TorchFn:
         _device_checks(a, positive, ("padding", "output_padding"))
         if not all(o < s or o < d for o, s, d in zip(a.output_padding, a.stride, a.dilation)):
             raise ValueError("output padding must be smaller than either stride or dilation")
-        return {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d}[nd](
+        return {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d, 3: nn.ConvTranspose3d}[nd](
             shapes[0][1],
             a.out_channels,
             a.kernel_size,
@@ -647,7 +648,7 @@ def _conv_transpose_torch(nd: int) -> TorchFn:
     return build
 
 
-for _nd in (1, 2):
+for _nd in (1, 2, 3):
     op(f"conv_transpose{_nd}d", autocast=LOWER)(_conv_transpose_infer(_nd)).torch(_conv_transpose_torch(_nd))
 
 
@@ -1636,6 +1637,7 @@ def _activation(name: str, saves: str) -> None:
             "sigmoid": nn.Sigmoid,
             "tanh": nn.Tanh,
             "hardswish": nn.Hardswish,
+            "hardsigmoid": nn.Hardsigmoid,
             "relu6": nn.ReLU6,
             "leaky_relu": nn.LeakyReLU,
             "elu": nn.ELU,
@@ -1653,6 +1655,7 @@ for _name, _saves in (
     ("sigmoid", "out"),
     ("tanh", "out"),
     ("hardswish", "in"),
+    ("hardsigmoid", "in"),
     ("relu6", "in"),
     ("leaky_relu", "in"),
     ("elu", "in"),
@@ -2024,6 +2027,28 @@ def _narrow_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
         return _fn_module(lambda x: x.narrow(a.dim, a.start, a.length))
     lead = (slice(None),) * a.dim
     return _fn_module(lambda x: x[(*lead, slice(a.start, a.start + a.length, step))])
+
+
+@op("roll")
+def _roll(ins: list[Shape], a: Attrs) -> OpInfo:
+    """``torch.roll(x, shifts, dims)`` (Swin's cyclic shift): a new tensor of ``x``'s shape; it keeps
+    nothing for backward (its backward rolls the gradient back). ATen rolls one dimension at a time,
+    each result alive until the last is made (``roll_common``): ``len(dims) - 1`` input-sized
+    intermediates in the forward and in the backward (allocator traces, torch 2.13); ``dims=()``: the
+    flattened tensor rolled, one shift. ``shifts``: one per dimension in ``dims``, any integers (they
+    do not change a cost)."""
+    (x,) = ins
+    steps = (max(len(a.dims) - 1, 0) * _numel(x), "act")
+    return OpInfo([x], io=2 * _numel(x), mem=Mem(workspace=(steps,), backward=(steps,)))
+
+
+@_roll.torch
+def _roll_torch(a: Attrs, shapes: list[tuple[int, ...]]) -> Any:
+    import torch
+
+    if not a.dims:
+        return _fn_module(lambda x: torch.roll(x, a.shifts[0]))
+    return _fn_module(lambda x: torch.roll(x, tuple(a.shifts), tuple(a.dims)))
 
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")

@@ -253,3 +253,21 @@ class _ConvOps(_NetworkCore):
         return self._conv_transpose(
             2, x, out_channels, kernel_size, stride, padding, output_padding, dilation, groups, bias, name
         )
+
+    def conv_transpose3d(
+        self,
+        x: Tensor,
+        out_channels: ExprLike,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        dilation: Any = 1,
+        groups: ExprLike = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> Tensor:
+        """``nn.ConvTranspose3d`` on ``(B, C, D, H, W)``."""
+        return self._conv_transpose(
+            3, x, out_channels, kernel_size, stride, padding, output_padding, dilation, groups, bias, name
+        )

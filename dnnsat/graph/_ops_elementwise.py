@@ -68,6 +68,9 @@ class _ElementwiseOps(_NetworkCore):
     def hardswish(self, x: Tensor, name: str | None = None) -> Tensor:
         return self._unary("hardswish", x, name)
 
+    def hardsigmoid(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._unary("hardsigmoid", x, name)
+
     def activation(self, kind: Any, x: Tensor) -> Tensor:
         """An activation chosen by name, or by a categorical variable (``choose`` over its labels)."""
         if isinstance(kind, str):

@@ -13,6 +13,7 @@ from ..expr import Const, Expr, ceildiv, maximum, minimum, sum_
 from ..graph import GraphError, Tensor
 from ..graph._catalog import PAD_MODES, einsum_subscripts, eq
 from ._errors import TraceError
+from ._layers import LAYER_FUNCTIONS, _exprs, _linear_op, _param_shape, _parameters, claim
 from ._symbolic import SymFloat, SymInt, as_expr_like, expr_of, fixed, plain, user_line
 from ._tensor import STensor, _t, network_dtype
 
@@ -178,12 +179,6 @@ def _addmm(tr: _Trace, bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any =
     if fixed(beta) != 1 or fixed(alpha) != 1:
         raise TraceError(f"addmm with beta= or alpha= is not supported: {user_line()}")
     return _binary("add")(tr, _matmul(tr, a, b), bias)
-
-
-def _linear_fn(tr: _Trace, x: Any, weight: Any, bias: Any = None) -> STensor:
-    """``F.linear(x, weight, bias)`` with weights of the model's own (Swin's qkv): ``x @ weight^T + bias``."""
-    y = _matmul(tr, x, _transpose(tr, weight, 0, 1))
-    return y if bias is None else _binary("add")(tr, y, bias)
 
 
 def _bmm(tr: _Trace, a: Any, b: Any) -> STensor:
@@ -365,6 +360,20 @@ def _pad(tr: _Trace, x: Any, pad: Any, mode: str = "constant", value: Any = None
     if n > rank - 2 and (fixed(mode) == "constant" or (n == rank - 1 and rank in (3, 4))):
         raise TraceError(f"F.pad: padding the batch or channel dimension is not supported: {user_line()}")
     return tr.apply("pad", tr.net.pad, _t(xs), [as_expr_like(p) for p in pad], fixed(mode))
+
+
+def _roll(tr: _Trace, x: Any, shifts: Any, dims: Any = None) -> STensor:
+    """``torch.roll`` over given dimensions, or of the flattened tensor (``dims=None``: ``dims=()``)."""
+    xs = tr.tensor(x, "roll")
+    ds_ = [
+        _dim(d, xs.ndim) for d in (() if dims is None else dims if isinstance(dims, tuple | list) else [dims])
+    ]
+    sh = list(shifts) if isinstance(shifts, tuple | list) else [shifts]
+    if len(sh) != max(len(ds_), 1):
+        raise TraceError(f"roll: shifts and dims differ in length: {user_line()}")
+    return tr.apply(
+        "roll", tr.net.apply, "roll", [_t(xs)], shifts=tuple(expr_of(s) for s in sh), dims=tuple(ds_)
+    )
 
 
 def _made(tr: _Trace, sizes: Sequence[Any], dtype: torch.dtype) -> torch.Tensor:
@@ -593,14 +602,6 @@ def _stride(stride: Any) -> Any:
     return None if stride is None or (isinstance(stride, tuple | list) and not stride) else _exprs(stride)
 
 
-def _exprs(x: Any) -> Any:
-    if x is None:
-        return None
-    if isinstance(x, tuple | list):
-        return tuple(as_expr_like(v) for v in x)
-    return as_expr_like(x)
-
-
 def _adaptive(kind: str, nd: int) -> Callable[..., STensor]:
     def f(tr: _Trace, x: Any, output_size: Any, return_indices: bool = False) -> STensor:
         return _adaptive_op(
@@ -631,10 +632,35 @@ def _activation_fn(op: str) -> Callable[..., STensor]:
     return f
 
 
+def _linear_fn(tr: _Trace, x: Any, weight: Any, bias: Any = None) -> STensor:
+    """``F.linear(x, weight, bias)``: the ``linear`` op where the weight (shared or not) and the bias are
+    parameters of the model; else (Swin V2's qkv bias, a clone) ``x @ weight^T + bias``."""
+    if isinstance(weight, nn.Parameter) and weight.ndim == 2 and isinstance(bias, nn.Parameter | None):
+        xs = tr.tensor(x, "linear")
+        params = _parameters("linear", {"weight": weight, "bias": bias})
+        fout, fin = _param_shape(tr, weight)
+        y = _linear_op(tr, xs, fout, fin, bias is not None)
+        claim(tr, y, params)
+        return y
+    y = _matmul(tr, x, _transpose(tr, weight, 0, 1))
+    return y if bias is None else _binary("add")(tr, y, bias)
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     **{
         n: _activation_fn(n)
-        for n in ("relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6", "mish", "elu")
+        for n in (
+            "relu",
+            "gelu",
+            "silu",
+            "sigmoid",
+            "tanh",
+            "hardswish",
+            "hardsigmoid",
+            "relu6",
+            "mish",
+            "elu",
+        )
     },
     "leaky_relu": _activation_fn("leaky_relu"),
     "relu_": _activation_fn("relu"),
@@ -681,6 +707,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "split": _split,
     "interpolate": _interpolate,
     "pad": _pad,
+    "roll": _roll,
     "select": _select,
     "__getitem__": _getitem,
     "size": _size,
@@ -705,4 +732,5 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "adaptive_avg_pool2d": _adaptive("avg", 2),
     "adaptive_max_pool1d": _adaptive("max", 1),
     "adaptive_max_pool2d": _adaptive("max", 2),
+    **LAYER_FUNCTIONS,
 }

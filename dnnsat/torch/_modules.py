@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch.nn as nn
 from torch.nn.utils import parametrize
 
-from ..expr import Const, Expr, all_, sum_
+from ..expr import Const, Expr, all_
 from ..graph import GraphError, Tensor
 from ..graph._args import conv_pads
 from ..graph._catalog import eq
@@ -20,13 +20,13 @@ from ._functions import (
     _adaptive_op,
     _avg_pool,
     _dropout,
-    _exprs,
     _flatten,
     _interpolate,
     _mask,
     _max_pool,
     _softmax,
 )
+from ._layers import _batchnorm_op, _conv_op, _exprs, _groupnorm_op, _layernorm_op, _linear_op, claim
 from ._symbolic import as_expr_like, expr_of, fixed, user_line
 from ._tensor import STensor, _Opaque, _t
 
@@ -36,21 +36,11 @@ if TYPE_CHECKING:
 
 def _own(tr: _Trace, mod: nn.Module, start: int, owned: set[int]) -> None:
     """After ``mod``'s handler added ops from node ``start``: the first with parameters counts ``mod``'s
-    (those its submodules' calls did not); those ``owned`` by an earlier op (the module called again,
-    a weight tied to another module's) are marked shared on it (:meth:`Network.share`), so each
-    counts once, as in ``module.parameters()``."""
-    params = list(mod.named_parameters())
+    (those its submodules' calls did not claim), those ``owned`` by an earlier op shared (:func:`claim`)."""
+    params = dict(mod.named_parameters())
     node = next((n for n in tr.net.nodes[start:] if n.info is not None and not _zero(n.info.params)), None)
-    if node is None or not params:
-        return
-    path = node.label.partition(" ")[2]
-    shared = [(name, p) for name, p in params if id(p) in owned]
-    for name, p in params:
-        tr.counted.add(id(p))
-        tr.owners.setdefault(id(p), (path, name))
-    if shared:
-        pairs = tuple((name, *tr.owners[id(p)]) for name, p in shared)
-        tr.net.share(tr.net.tensors[node.output], sum_(tr.numel(p) for _, p in shared), pairs)
+    if node is not None and params:
+        claim(tr, STensor(tr, tr.net.tensors[node.output]), params, owned)
 
 
 def _owned(tr: _Trace, mod: nn.Module) -> set[int]:
@@ -73,27 +63,22 @@ def _in(tr: _Trace, x: Any, mod: nn.Module) -> STensor:
 
 def _linear_mod(tr: _Trace, mod: nn.Linear, x: Any) -> STensor:
     xs = _in(tr, x, mod)
-    y = tr.apply("linear", tr.net.linear, _t(xs), as_expr_like(mod.out_features), mod.bias is not None)
-    tr.bind(y, "in_features matches the input", eq(_t(xs).shape[-1], expr_of(mod.in_features)))
-    return y
+    return _linear_op(tr, xs, mod.out_features, mod.in_features, mod.bias is not None)
 
 
 def _conv_mod(nd: int) -> Callable[..., STensor]:
     def h(tr: _Trace, mod: Any, x: Any) -> STensor:
         xs = _in(tr, x, mod)
-        method = {1: tr.net.conv1d, 2: tr.net.conv2d, 3: tr.net.conv3d}[nd]
         pad = fixed(mod.padding) if isinstance(mod.padding, str) else _exprs(mod.padding)
         mode = fixed(mod.padding_mode)
         if mode != "zeros":  # ``_conv_forward``: F.pad(x, _reversed_padding_repeated_twice, mode), no padding
             pads = conv_pads(pad, _exprs(mod.kernel_size), _exprs(mod.dilation))
             xs = tr.apply("pad", tr.net.pad, _t(xs), pads, mode)
             pad = (0,) * nd
-        y = tr.apply(
-            f"conv{nd}d", method, _t(xs), as_expr_like(mod.out_channels), _exprs(mod.kernel_size),
-            _exprs(mod.stride), pad, _exprs(mod.dilation), as_expr_like(mod.groups), mod.bias is not None,
+        return _conv_op(
+            tr, nd, xs, mod.out_channels, mod.kernel_size, mod.stride, pad, mod.dilation, mod.groups,
+            mod.bias is not None, mod.in_channels,
         )  # fmt: skip
-        tr.bind(y, "in_channels matches the input", eq(_t(xs).shape[1], expr_of(mod.in_channels)))
-        return y
 
     return h
 
@@ -103,7 +88,7 @@ def _conv_transpose_mod(nd: int) -> Callable[..., STensor]:
         if output_size is not None:
             raise TraceError(f"module {tr.where()}: output_size is not supported: {user_line()}")
         xs = _in(tr, x, mod)  # (nn.ConvTransposeNd accepts padding_mode="zeros" only)
-        method = {1: tr.net.conv_transpose1d, 2: tr.net.conv_transpose2d}[nd]
+        method = {1: tr.net.conv_transpose1d, 2: tr.net.conv_transpose2d, 3: tr.net.conv_transpose3d}[nd]
         y = tr.apply(
             f"conv_transpose{nd}d", method, _t(xs), as_expr_like(mod.out_channels),
             _exprs(mod.kernel_size), _exprs(mod.stride), _exprs(mod.padding), _exprs(mod.output_padding),
@@ -122,22 +107,14 @@ def _batchnorm_mod(tr: _Trace, mod: Any, x: Any) -> STensor:
         raise GraphError(
             f"{tr.where()}: {type(mod).__name__} expects a {' or '.join(map(str, ranks))}-D input"
         )
-    y = tr.apply("batchnorm", tr.net.batchnorm, _t(xs), affine=bool(mod.affine))
-    tr.bind(y, "num_features matches the input", eq(_t(xs).shape[1], expr_of(mod.num_features)))
-    return y
+    return _batchnorm_op(tr, xs, bool(mod.affine), mod.num_features, ranks)
 
 
 def _layernorm_mod(tr: _Trace, mod: nn.LayerNorm, x: Any) -> STensor:
     xs = _in(tr, x, mod)
-    shape = tuple(mod.normalized_shape)
-    n = len(shape)
-    if n > xs.ndim:
-        raise GraphError(f"{tr.where()}: normalized_shape has more dimensions than the input")
-    affine = bool(mod.elementwise_affine)
-    y = tr.apply("layernorm", tr.net.layernorm, _t(xs), n, affine, mod.bias is not None)
-    rule = all_(eq(d, expr_of(s)) for d, s in zip(_t(xs).shape[xs.ndim - n :], shape))
-    tr.bind(y, "normalized_shape matches the input", rule)
-    return y
+    return _layernorm_op(
+        tr, xs, tuple(mod.normalized_shape), bool(mod.elementwise_affine), mod.bias is not None
+    )
 
 
 def _rmsnorm_mod(tr: _Trace, mod: nn.RMSNorm, x: Any) -> STensor:
@@ -158,9 +135,7 @@ def _upsample_mod(tr: _Trace, mod: nn.Upsample, x: Any) -> STensor:
 
 def _groupnorm_mod(tr: _Trace, mod: nn.GroupNorm, x: Any) -> STensor:
     xs = _in(tr, x, mod)
-    y = tr.apply("groupnorm", tr.net.groupnorm, _t(xs), as_expr_like(mod.num_groups), affine=bool(mod.affine))
-    tr.bind(y, "num_channels matches the input", eq(_t(xs).shape[1], expr_of(mod.num_channels)))
-    return y
+    return _groupnorm_op(tr, xs, mod.num_groups, bool(mod.affine), mod.num_channels)
 
 
 def _activation_mod(op: str) -> Callable[..., STensor]:
@@ -463,6 +438,7 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.Conv3d: _conv_mod(3),
     nn.ConvTranspose1d: _conv_transpose_mod(1),
     nn.ConvTranspose2d: _conv_transpose_mod(2),
+    nn.ConvTranspose3d: _conv_transpose_mod(3),
     nn.BatchNorm1d: _batchnorm_mod,
     nn.BatchNorm2d: _batchnorm_mod,
     nn.LayerNorm: _layernorm_mod,
@@ -475,6 +451,7 @@ _MODULES: dict[type, Callable[..., Any]] = {
     nn.Sigmoid: _activation_mod("sigmoid"),
     nn.Tanh: _activation_mod("tanh"),
     nn.Hardswish: _activation_mod("hardswish"),
+    nn.Hardsigmoid: _activation_mod("hardsigmoid"),
     nn.ReLU6: _activation_mod("relu6"),
     nn.LeakyReLU: _activation_mod("leaky_relu"),
     nn.ELU: _activation_mod("elu"),

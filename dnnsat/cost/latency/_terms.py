@@ -37,6 +37,7 @@ OP_TABLE: dict[str, tuple[str, Launches]] = {
     "conv2d": ("conv", 1),
     "conv_transpose1d": ("conv", 1),
     "conv_transpose2d": ("conv", 1),
+    "conv_transpose3d": ("conv", 1),
     "conv3d": ("conv", 1),
     "linear": ("matmul", 1),  # addmm / matmul with fused bias
     "matmul": ("matmul", 1),
@@ -62,7 +63,10 @@ OP_TABLE: dict[str, tuple[str, Launches]] = {
     "scale": ("elementwise", 1),
     "zero": ("elementwise", 1),
     "mean": ("elementwise", 1),
-    **{a: ("elementwise", 1) for a in ("relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6")},
+    **{
+        a: ("elementwise", 1)
+        for a in ("relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "relu6")
+    },
     **{f"{k}pool{d}d": ("pool", 1) for k in ("max", "avg") for d in (1, 2)},
     **{f"adaptive_{k}pool{d}d": ("pool", 1) for k in ("max", "avg") for d in (1, 2)},
 }
@@ -86,7 +90,7 @@ def _pad(c: Expr, block: int) -> Expr:
     return where(c >= 1, (ceildiv(c, block) * block) / c, 1.0)
 
 
-ACTIVATIONS = frozenset({"relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6"})
+ACTIVATIONS = frozenset({"relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "relu6"})
 
 
 def _forward_terms(net: Network, act: int, par: int, train: bool, block: int | _Mapping = 1) -> list[_Term]:

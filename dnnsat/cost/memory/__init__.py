@@ -66,6 +66,7 @@ from ._allocator import (
     round_size,
     simulate,
 )
+from ._batches import batch_values, micro_batches
 from ._cpu import (
     CONV_OPS,
     cpu_bf16_matmul_scratch,
@@ -73,14 +74,7 @@ from ._cpu import (
     cpu_conv_working_sets,
 )
 from ._footprint import LIBRARY_OPS, cublas_workspace, footprint
-from ._peak import (
-    CUDA_BLOCK,
-    CUDA_SEGMENT,
-    MEMORY_KEYS,
-    batch_values,
-    memory_expressions,
-    micro_batches,
-)
+from ._peak import CUDA_BLOCK, CUDA_SEGMENT, MEMORY_KEYS, memory_expressions
 from ._plan import AllocationPlan, allocation_plan
 from ._reserved import CACHE, GpuMemory, ReservedMemory
 

@@ -24,6 +24,7 @@ log = logging.getLogger("dnnsat.cost")
 __all__ = [
     "cpu_conv_working_sets",
     "cpu_conv_transpose_working_sets",
+    "cpu_channels_last_depthwise_scratch",
     "cpu_bf16_matmul_scratch",
     "expanded_linear_grad",
     "CONV_OPS",
@@ -328,6 +329,19 @@ def _as_2d(x: Shape, y: Shape, a: Attrs) -> tuple[Shape, Shape, Attrs]:
     return (x[0], x[1], one, x[2]), (y[0], y[1], one, y[2]), wide
 
 
+def cpu_channels_last_depthwise_scratch(x: Shape, a: Attrs, backend: CpuBackend) -> Expr:
+    """Bytes the backward of a CPU ``conv2d`` with one input channel per group and a kernel side over 3
+    allocates besides its working sets when its input is channels-last (ConvNeXt's 7x7 depthwise
+    convolutions after its channels-last LayerNorm2d): ``4 * L**2`` bytes per group and kernel element,
+    ``L`` the fp32 lanes of oneDNN's vectors (16 with AVX-512, 8 with AVX2), whatever the batch and the
+    image (1029-1042 and 261-274 bytes measured, fp32, one intra-op thread, channels 32-48 and twice
+    as many outputs, kernels 4-9, torch 2.13; bounded here by ``4 * L**2 + 4 * L``). A 3x3 one
+    allocates less than on a contiguous input (none added)."""
+    lanes = backend.channel_block
+    depthwise = (a.groups == x[1]) & any_(k > 3 for k in a.kernel_size)
+    return where(depthwise, (4 * lanes * lanes + 4 * lanes) * a.groups * prod(a.kernel_size), 0)
+
+
 def cpu_conv_transpose_working_sets(x: Shape, y: Shape, a: Attrs, backend: CpuBackend, nbytes: int) -> _Sets:
     """Transient bytes of a CPU ``conv_transpose2d`` (fp32; other dtypes: the same element counts):
     (forward besides the output, backward besides the output, input and weight gradients, backward
@@ -381,10 +395,13 @@ def cpu_conv_transpose_working_sets(x: Shape, y: Shape, a: Attrs, backend: CpuBa
     )
     slow = (g == 1) & any_(ki <= 3 for ki in k) & (b == 1) & (inp <= 20480)
     c = cout * k2 * sp_in
+    # 3-D: not traced kernel by kernel; the 2-D rule's counts missed up to an output grown by one on each
+    # side (fp32, AVX-512 and AVX2, 8 configurations, torch 2.13): added to every pass, an upper bound
+    grown = b * cout * prod([d + 1 for d in y[2:]]) if len(y) == 5 else Const(0)
     return (
-        where(slow, c, dnn[0]) * nbytes,
-        where(slow, c + out, dnn[1]) * nbytes,
-        where(slow, c + out, dnn[2]) * nbytes,
+        (where(slow, c, dnn[0]) + grown) * nbytes,
+        (where(slow, c + out, dnn[1]) + grown) * nbytes,
+        (where(slow, c + out, dnn[2]) + grown) * nbytes,
     )
 
 
@@ -393,7 +410,8 @@ def _warn_unvalidated(net: Network, model: _Model) -> None:
     (the 2-D rule of height 1: -13 % measured on one inference case, torch 2.13); ``conv3d`` is measured on
     AVX-512 only (torch 2.13): exact for kernel sides <= 3, but training with a larger kernel side is
     -18 % to -70 % when the channels are not multiples of 16, and on AVX2 -6 % to -13 %; and mixed precision
-    on an AMX CPU (``avx512_core_amx*``: its bfloat16 kernels are not the AVX-512 BF16 ones modelled)."""
+    on an AMX CPU (``avx512_core_amx*``: its bfloat16 kernels are not the AVX-512 BF16 ones modelled).
+    ``conv_transpose3d`` is warned about too: its rule is an upper bound, not traced kernel by kernel."""
     if model.backend is None:
         return
     if model.mixed and model.backend.isa.startswith("avx512_core_amx"):
@@ -446,6 +464,14 @@ def _warn_unvalidated(net: Network, model: _Model) -> None:
                 "memory: %s: the CPU memory of a strided conv_transpose1d is that of the 2-D one of height "
                 "1 (as ATen runs it), whose rule is validated on square kernels: measured -13 %% to +24 %%; "
                 "add Budget(margin=...) or measure with dnnsat.torch.peak_memory",
+                node.label,
+            )
+            warned.add(node.op)
+        if node.op == "conv_transpose3d":
+            log.warning(
+                "memory: %s: the CPU memory of conv_transpose3d is the 2-D rule's over three dimensions "
+                "plus an output-sized bound, not traced kernel by kernel: measured never under, up to "
+                "+104 %% over (torch 2.13); measure with dnnsat.torch.peak_memory for a tighter figure",
                 node.label,
             )
             warned.add(node.op)

@@ -24,7 +24,17 @@ __all__ = ["LIBRARY_OPS", "footprint", "cublas_workspace"]
 LIBRARY_OPS: dict[str, frozenset[str]] = {
     "cublas": frozenset({"linear", "matmul", "bmm", "einsum", "attention", "sdpa"}),
     "cudnn": frozenset(
-        {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "batchnorm", "lstm", "gru"}
+        {
+            "conv1d",
+            "conv2d",
+            "conv3d",
+            "conv_transpose1d",
+            "conv_transpose2d",
+            "conv_transpose3d",
+            "batchnorm",
+            "lstm",
+            "gru",
+        }
     ),
     "attention": frozenset({"attention", "sdpa"}),
 }

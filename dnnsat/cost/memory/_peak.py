@@ -7,7 +7,7 @@ kernels' working sets come from :mod:`dnnsat.cost.memory._cpu`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,19 +16,21 @@ from ...graph import Network, Node
 from ...graph._catalog import CATALOG, Attrs, Mem, Sizes, prod
 from ...graph._gates import _implies, _split_gate
 from .._cpu_backend import CpuBackend, detect_cpu_backend
+from ._batches import micro_batches
 from ._cpu import (
     CONV_OPS,
     _as_2d,
     _flash_transpose,
     _warn_unvalidated,
     cpu_bf16_matmul_scratch,
+    cpu_channels_last_depthwise_scratch,
     cpu_conv_transpose_working_sets,
     cpu_conv_working_sets,
     expanded_linear_grad,
 )
 from ._footprint import cublas_workspace, footprint
 
-__all__ = ["memory_expressions", "batch_values", "micro_batches", "MEMORY_KEYS", "CUDA_BLOCK", "CUDA_SEGMENT"]
+__all__ = ["memory_expressions", "MEMORY_KEYS", "CUDA_BLOCK", "CUDA_SEGMENT"]
 
 MAX_POOL_OPS = frozenset({"maxpool1d", "maxpool2d", "adaptive_maxpool1d", "adaptive_maxpool2d"})
 MEMORY_KEYS = (
@@ -102,8 +104,8 @@ def _balanced_max(terms: Sequence[Expr]) -> Expr:
 
 # ops whose output keeps the layout of their first input (TensorIterator)
 _ELEMENTWISE = frozenset(
-    {"add", "sub", "mul", "dropout", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "relu6",
-     "leaky_relu", "elu", "mish"}
+    {"add", "sub", "mul", "dropout", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid",
+     "relu6", "leaky_relu", "elu", "mish"}
 )  # fmt: skip
 
 
@@ -126,6 +128,7 @@ class _Model:
         if not self.gpu:
             self.backend = device.cpu_backend() if hasattr(device, "cpu_backend") else detect_cpu_backend()
         self.conv_sets: dict[int, tuple[Expr, Expr, Expr]] = {}
+        self.cl: set[int] | None = None  # channels-last tensors (:meth:`_channels_last`)
 
     # -- sizes ---------------------------------------------------------------------------------------
     def rounded(self, nbytes: Expr) -> Expr:
@@ -442,7 +445,32 @@ class _Model:
             # (allocator traces of a ViT's transposed patch embeddings, torch 2.13)
             copy = self.net.tensors[node.inputs[0]].numel * self.tensor_bytes(node.inputs[0])
             sets = (sets[0] + copy, sets[1] + copy, sets[2] + copy)
+        if node.op == "conv2d" and self.train and self.backend is not None and self._channels_last(node):
+            x = self.net.tensors[node.inputs[0]].shape
+            extra = cpu_channels_last_depthwise_scratch(x, node.attrs, self.backend)
+            sets = (sets[0], sets[1] + extra, sets[2] + extra)
         return sets
+
+    def _channels_last(self, node: Node) -> bool:
+        """Whether the first input of ``node`` (a traced model's) is channels-last: a permute ``(0, 3, 1,
+        2)`` of a 4-D tensor that is not strided (ConvNeXt's permute back after its channels-last
+        LayerNorm and Linears), or a convolution's or an elementwise op's result where an input is (the
+        kernels keep the layout: an upper bound where a contiguous input comes first)."""
+        if self.cl is None:
+            net, self.cl = self.net, set()
+            for n in net.nodes if net.permute_views else ():
+                if n.info is None:
+                    ins = [c for _, c in n.cases]
+                elif n.op == "permute":
+                    cl = tuple(n.attrs["dims"]) == (0, 3, 1, 2) and not self._strided(n.inputs[0])
+                    ins = [n.output] if cl else []
+                elif n.op in CONV_OPS or n.op in _ELEMENTWISE or n.op in ("scale", "shift"):
+                    ins = list(n.inputs)
+                else:
+                    ins = []
+                if any(i in self.cl or i == n.output for i in ins):
+                    self.cl.add(n.output)
+        return node.inputs[0] in self.cl
 
     def _strided(self, ti: int) -> bool:
         """Whether tensor ``ti`` of a traced model is a strided (transposed) view or an elementwise
@@ -480,7 +508,10 @@ class _Model:
                     sets = cpu_conv_working_sets(x, y, a, self.backend, self.dtype, self.act)
                 self.conv_sets[node.index] = sets
             return self.conv_sets[node.index]
-        if node.op in ("conv_transpose1d", "conv_transpose2d") and self.backend is not None:
+        if (
+            node.op in ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+            and self.backend is not None
+        ):
             x, y = self.net.tensors[node.inputs[0]].shape, self.net.tensors[node.output].shape
             return cpu_conv_transpose_working_sets(*_as_2d(x, y, node.attrs), self.backend, self.act)
         fwd = mem.workspace
@@ -854,24 +885,3 @@ def memory_expressions(net: Network, budget: Any, device: Any = None) -> dict[st
         micro = micro_batches(net, budget.accumulation_steps)
         exprs = {name: substitute(e, micro) for name, e in exprs.items()}
     return exprs
-
-
-def batch_values(net: Network, size: Callable[[Expr], Expr], what: str) -> dict[str, Expr]:
-    """Each batch variable (dim 0 of a network input) -> ``size(batch)``, for :func:`substitute`;
-    ``what`` names the option in the error raised when a batch is not a space variable."""
-    out: dict[str, Expr] = {}
-    for t in net.inputs:
-        batch = t.shape[0]
-        if batch.op != "var":
-            raise ValueError(
-                f"{what}: the batch (dim 0 of network input #{t.index}, {batch}) must be a space "
-                f"variable (build the input as net.input((v.batch_size, ...)))"
-            )
-        out[batch.payload[0]] = size(batch)
-    return out
-
-
-def micro_batches(net: Network, steps: int) -> dict[str, Expr]:
-    """Gradient accumulation: each batch variable -> the size of the largest of ``steps`` micro-batches,
-    ``ceildiv(batch, steps)``."""
-    return batch_values(net, lambda batch: ceildiv(batch, steps), f"accumulation_steps={steps}")
