@@ -655,8 +655,8 @@ def _key(tr: _Trace, name: str, fn: Any, spec: Any, leaves: list[Any]) -> tuple[
     """What a fallback call's nodes, results and guards depend on, within one trace (one
     configuration): the callable, the arguments' structure, and of each argument leaf: a tensor's
     dimension expressions, dtype, first position (aliasing) and whether a parameter or a ``permute``
-    made it (what the call's memory rules ask); a size's expression; a plain value itself. ``None``
-    (not replayable) for any other leaf."""
+    made it (what the call's memory rules ask); a size's expression; a plain value itself; and
+    PyTorch's default dtype and autocast state. ``None`` (not replayable) for any other leaf."""
     first: dict[int, int] = {}  # graph tensor index -> its first position
 
     def dims(shape: tuple[Any, ...]) -> tuple[int, ...]:  # expressions by identity: they are interned
@@ -681,9 +681,11 @@ def _key(tr: _Trace, name: str, fn: Any, spec: Any, leaves: list[Any]) -> tuple[
         raise _Unkeyable
 
     try:
-        return (name, fn, spec, tuple(part(x, i) for i, x in enumerate(leaves)))
+        parts = tuple(part(x, i) for i, x in enumerate(leaves))
     except _Unkeyable:
         return None
+    modes = tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda"))
+    return (name, fn, spec, parts, torch.get_default_dtype(), modes)
 
 
 class _Unkeyable(Exception):
