@@ -100,7 +100,18 @@ IDIOMS: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     "transpose_property": lambda m, x: (x.mT @ x).mT[..., : x.shape[-1]].unsqueeze(1).flatten(1, 2),
     "max_dim": lambda m, x: x.max(dim=1, keepdim=True).values * x,  # a named tuple of two outputs
     "numel": lambda m, x: x * (1.0 / x.numel()) + x.new_zeros(x.shape[0], 1, 1, 1),
+    "repeated": lambda m, x: _block(x, x) + _block(x * 2, x),  # the second block's calls are replayed
 }
+
+
+def _block(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Fallback calls of several kinds: a composite function, an in-place update of a copy, a tuple of
+    outputs, a named tuple, the same tensor twice."""
+    y = F.normalize(y, dim=1).clone()
+    y.add_(x)
+    var, mean = torch.var_mean(y, dim=(2, 3), keepdim=True)
+    top = y.max(dim=1, keepdim=True).values
+    return (y - mean) / (var + 1e-5).sqrt() + top + torch.atan2(y, y)
 
 
 def _typed(x: torch.Tensor) -> torch.Tensor:
@@ -178,7 +189,7 @@ def test_untraceable_value_names_op_and_line() -> None:
 
 
 MEMORY_IDIOMS = ["layer_norm_affine", "hardsigmoid_module", "unbind", "slice_step", "pad_reflect", "conv2d",
-                 "add_", "batch_norm", "interpolate_scale", "masked_fill", "chunk"]  # fmt: skip
+                 "add_", "batch_norm", "interpolate_scale", "masked_fill", "chunk", "repeated"]  # fmt: skip
 
 
 @pytest.mark.parametrize("train", [False, True])
@@ -206,6 +217,25 @@ def test_memory_is_not_under(name: str, train: bool) -> None:
     graph = GraphModule(concretize(net, cfg))
     with torch.no_grad():
         assert graph(*example_inputs(graph)).shape == module(x).shape
+
+
+def test_repeated_calls_make_the_same_nodes() -> None:
+    """A fallback call like one made before in the trace (same function, tensors of the same shapes
+    and producers, same other arguments) is replayed, not run on fake tensors again: it makes the same
+    ATen nodes (operators, shapes, FLOPs, saved tensors, buffers, workspaces) on its own inputs."""
+    from dnnsat.expr import Expr
+
+    def key(v: Any) -> Any:
+        return id(v) if isinstance(v, Expr) else tuple(map(key, v)) if isinstance(v, tuple) else v
+
+    space = ds.Space({"b": ds.Categorical([2]), "c": ds.Categorical([3]), "h": ds.Categorical([5])})
+    net = from_torch(lambda c: Idiom(c["c"], IDIOMS["repeated"]), _inputs).network(space)
+    nodes = [n for n in net.nodes if n.op == "aten"]
+    fields = ("aten", "shape", "macs", "saves", "buffers", "workspace", "view", "args", "sizes")
+    made = [tuple(key(n.attrs[f]) for f in fields) for n in nodes]
+    half = len(made) // 2
+    assert half > 5 and made[:half] == made[half:]
+    assert all(a.inputs != b.inputs for a, b in zip(nodes[:half], nodes[half:]))  # on their own inputs
 
 
 def test_translation_of_sympy_sizes() -> None:

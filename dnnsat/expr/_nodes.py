@@ -195,7 +195,8 @@ class Expr:
     def variables(self) -> frozenset[str]:
         """Names of the variables this expression depends on."""
         if self._vars is None:
-            for node in topological([self]):  # children first: iterative, so deep DAGs are fine
+            # children first: iterative, so deep DAGs are fine; not below nodes already known
+            for node in topological([self], lambda n: n.args if n._vars is None else ()):
                 if node._vars is None:
                     if node.op == "var":
                         node._vars = frozenset([node.payload[0]])
@@ -233,8 +234,21 @@ def Var(name: str, sort: str = "int", labels: Sequence[Any] | None = None) -> Ex
     return Expr("var", (), (name, tuple(labels) if labels is not None else None), sort)
 
 
+_consts: dict[tuple[type, Any], Expr] = {}  # (type, value) -> the interned constant (Const's fast path)
+
+
 def Const(value: Number) -> Expr:
     """A constant; its sort follows the Python type (bool, int or float)."""
+    kind = type(value)
+    if kind is int or kind is float or kind is bool:  # interned: one lookup once made
+        node = _consts.get((kind, value))
+        if node is None:
+            node = _consts[(kind, value)] = _make_const(value)
+        return node
+    return _make_const(value)
+
+
+def _make_const(value: Number) -> Expr:
     if isinstance(value, bool | np.bool_):
         return Expr("const", (), bool(value), "bool")
     if isinstance(value, int | np.integer):
@@ -555,7 +569,7 @@ def digest(e: Expr) -> str:
     """
     import hashlib
 
-    for node in topological([e]):
+    for node in topological([e], lambda n: () if id(n) in _digests else n.args):  # not below known ones
         if id(node) not in _digests:
             raw = f"{node.op}|{node.payload!r}|{node.sort}|" + ",".join(_digests[id(a)] for a in node.args)
             _digests[id(node)] = hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()

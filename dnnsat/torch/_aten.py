@@ -20,6 +20,11 @@ An operator with several outputs (``unbind``, ``var_mean``, ``native_layer_norm`
 one node per output (the first carries the FLOPs); an empty placeholder output gets none. Results
 reach the model's code as STensors (with their dtype), sizes as symbolic ints.
 
+A call repeated within one trace (the same function on tensors of the same dimension expressions,
+dtypes and producers, with the same other arguments: ``q`` and ``k`` normalized alike) is not run on
+fake tensors again: its record (nodes, results, guards) is replayed on the new call's tensors
+(:class:`_Replay`), which gives the same nodes.
+
 Memory is conservative (an upper bound): a view or an in-place operator (by its schema's alias
 annotations) allocates nothing; any other allocates its outputs and, when training, keeps its
 non-parameter inputs and its output for backward; :func:`_scratch` adds the copies CPU kernels make (a
@@ -41,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 
 from ..expr import Const, Expr, all_, any_, ceildiv, interval, maximum, minimum, sum_
 from ..graph import Tensor
@@ -235,11 +240,14 @@ def _translate(e: Any, names: dict[Any, Expr]) -> Expr:
 class _Call:
     """One fallback call: its ShapeEnv and fake tensors, and the graph tensors the fakes stand for."""
 
-    def __init__(self, tr: _Trace, name: str) -> None:
+    def __init__(self, tr: _Trace, name: str, leaves: list[Any]) -> None:
         m = _torch()
         self.tr, self.name = tr, name
         self.env = m.ShapeEnv(duck_shape=False, specialize_zero_one=False)
         self.mode = m.FakeTensorMode(shape_env=self.env)
+        # PyTorch's cache of fake results lives on the ShapeEnv, fresh for each call: it would rarely
+        # hit, and making its entries costs more than the meta kernels they save
+        self.mode.cache_enabled = False
         self.symbols: dict[int, Any] = {}  # id(expression) -> its torch.SymInt
         self.names: dict[Any, Expr] = {}  # sympy symbol -> expression
         self.hints: dict[Any, int] = {}
@@ -251,6 +259,18 @@ class _Call:
         self.keep: list[Any] = []  # every fake made or seen (their ids stay theirs)
         self.results: dict[int, STensor] = {}
         self.empties: set[int] = set()  # ids of empty outputs (no node)
+        # the record for :class:`_Replay`: graph tensor index -> _Ref (the arguments' tensors as they
+        # were at the call, then the nodes made), the nodes, the results and the guards
+        self.refs: dict[int, _Ref] = {}
+        self.positions: dict[int, int] = {}  # id(argument STensor) -> its first position in the leaves
+        for i, x in enumerate(leaves):
+            if isinstance(x, STensor):
+                self.refs.setdefault(_t(x).index, ("arg", i))
+                self.positions.setdefault(id(x), i)
+        self.steps: list[_Step] = []
+        self.outputs: list[_Output] = []
+        self.held: list[Expr] = []  # the guards, in order
+        self.replayable = True
 
     # symbols ---------------------------------------------------------------------------------------
     def size(self, e: Expr) -> Any:
@@ -289,32 +309,19 @@ class _Call:
 
     # fakes -----------------------------------------------------------------------------------------
     def fake(self, x: Any) -> Any:
-        """An argument of the model's call as PyTorch's fake world sees it."""
-        if isinstance(x, nn.Parameter):
-            x = self.tr.tensor(x, self.name)
+        """An argument of the model's call (as :func:`_settle` made it) as PyTorch's fake world sees it."""
         if isinstance(x, STensor):
             t = _t(x)
             if t.index not in self.fakes:
                 f = self.empty(t.shape, x.dtype)
                 self.fakes[t.index], self.graph[id(f)], self.sources[id(f)] = f, t, x
             return self.fakes[t.index]
-        if isinstance(x, torch.Tensor):
-            with torch._C.DisableTorchFunction():
-                shape = self.tr.shape_of(x)
-                if shape is None and x.dim() > 0:
-                    raise TraceError(
-                        f"{self.name}: a constant tensor of shape {tuple(x.shape)} (a buffer, or made in "
-                        f"forward) whose dependence on the configuration dnnsat cannot tell: "
-                        f"{user_line()}; make it with torch.empty/zeros/ones/full(shape...) from the "
-                        f"configuration's values, or as a parameter"
-                    )
-                return self.empty(shape or (), x.dtype)
+        if isinstance(x, _Const):
+            return self.empty(x.shape, x.dtype)
         if isinstance(x, SymInt):
             return self.size(x.expr)
         if isinstance(x, slice):  # x[:, :n] with a symbolic n
             return slice(self.fake(x.start), self.fake(x.stop), self.fake(x.step))
-        if isinstance(x, SymFloat | SymStr):
-            return fixed(x)
         return x
 
     def empty(self, shape: Any, dtype: torch.dtype) -> Any:
@@ -368,9 +375,14 @@ class _Call:
             self.keep.append(o)
 
     def node(self, label: str, aten: str, inputs: list[Tensor], **attrs: Any) -> Tensor:
-        """One catalog ``aten`` node, named after the op and the current module."""
-        tr = self.tr
-        return tr.net.apply("aten", inputs, name=tr._name(label, tr.where()), aten=aten, **attrs)
+        """One catalog ``aten`` node (:func:`_node`), recorded for :class:`_Replay`."""
+        refs = tuple(self.refs.get(t.index) for t in inputs)
+        y = _node(self.tr, label, aten, inputs, attrs)
+        if None in refs:
+            self.replayable = False
+        self.refs[y.index] = ("node", len(self.steps))
+        self.steps.append((label, aten, refs, attrs))  # type: ignore[arg-type]
+        return y
 
     def halve(self, flops: Any) -> Expr:
         """Multiply-adds of ``flops`` (``FlopCounterMode`` counts 2 per multiply-add)."""
@@ -437,17 +449,29 @@ class _Call:
             source = self.sources.get(id(v))
             if source is not None:  # the input itself (``contiguous``) or updated in place (``add_``)
                 source._t = t
+                pos, ref = self.positions.get(id(source)), self.refs.get(t.index)
+                self.record(("source", pos, ref), ok=pos is not None and ref is not None)
                 return source
             if t.index not in self.results:
                 self.results[t.index] = self.stensor(t, v)
-            return self.results[t.index]
+            st = self.results[t.index]
+            ref, shown = self.refs.get(t.index), self.refs.get(_t(st).index)
+            self.record(("tensor", ref, shown, st.dtype), ok=ref is not None and shown is not None)
+            return st
         if isinstance(v, torch.SymInt):
-            return self.tr.sym(self.expr(v))
-        if isinstance(v, torch.SymBool):
-            return bool(v)
-        if isinstance(v, torch.SymFloat):
-            return float(v)
+            e = self.expr(v)
+            self.record(("size", e))
+            return self.tr.sym(e)
+        if isinstance(v, torch.SymBool | torch.SymFloat):
+            v = bool(v) if isinstance(v, torch.SymBool) else float(v)
+        self.record(("value", v), ok=type(v) in _PLAIN)
         return v
+
+    def record(self, output: _Output, ok: bool = True) -> None:
+        """Note one result for :class:`_Replay`; one it cannot give again (not ``ok``: a tensor of no
+        known reference, a value that may be mutable) makes the call not replayable."""
+        self.replayable &= ok
+        self.outputs.append(output)
 
     def stensor(self, t: Tensor, v: Any) -> STensor:
         """The model's STensor of graph tensor ``t`` (fake ``v``); a strided view (see
@@ -458,10 +482,7 @@ class _Call:
                 "aten_clone", "aten.clone.default", [t], part=0, shape=t.shape, macs=Const(0), view=False,
                 saves=(), buffers=Const(0), workspace=Const(0), args=((AtenArg("in", 0),), ()), sizes=(),
             )  # fmt: skip
-        st = STensor(self.tr, y, v.dtype)
-        if y is not t:
-            weakref.finalize(st, self.tr._freed, t.index)
-        return st
+        return _stensor(self.tr, t, y, v.dtype)
 
     def strided(self, t: Tensor, v: Any) -> bool:
         """Whether graph tensor ``t`` (fake ``v``) may be strided in PyTorch: ``v`` is, or a handler's
@@ -484,12 +505,12 @@ class _Call:
         conds += [ra.expr for ras in self.env.deferred_runtime_asserts.values() for ra in ras]
         for c in conds:
             try:
-                self.tr.guard(_translate(c, self.names), True)
+                self.held.append(_translate(c, self.names))
             except _Untranslatable:
                 self.pinned |= c.free_symbols
-        for s in self.pinned:
-            if s in self.names:
-                self.tr.guard(eq(self.names[s], Const(self.hints[s])), True)
+        self.held += [eq(self.names[s], Const(self.hints[s])) for s in self.pinned if s in self.names]
+        for g in self.held:
+            self.tr.guard(g, True)
 
 
 def _scratch(op: str, counted: bool, inputs: list[Tensor], shape: tuple[Expr, ...]) -> Expr:
@@ -549,19 +570,177 @@ def resolve(name: str, func: Any) -> Any:
 
 
 def fallback(tr: _Trace, name: str, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``func(*args, **kwargs)`` of the model's code, traced at the ATen level (module docstring)."""
+    """``func(*args, **kwargs)`` of the model's code, traced at the ATen level (module docstring); a
+    call the trace made before with the same arguments (:func:`_key`) is replayed (:class:`_Replay`)."""
     fn = resolve(name, func)
     if fn is None:
         raise TraceError(f"tensor function or method {name!r} is not supported: {user_line()}")
     m = _torch()
-    call = _Call(tr, name)
     with torch._C.DisableTorchFunction():
-        fargs, fkwargs = tree_map(call.fake, (tuple(args), dict(kwargs)))
+        leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
+        leaves = [_settle(tr, name, x) for x in leaves]
+        key = _key(tr, name, fn, spec, leaves)
+        known = tr.replays.get(key) if key is not None else None
+        if known is not None:
+            return known.run(tr, leaves)
+        call = _Call(tr, name, leaves)
+        fargs, fkwargs = tree_unflatten([call.fake(x) for x in leaves], spec)
         try:
             with m.python_dispatcher(), call.mode, m.Record(call):
                 out = fn(*fargs, **fkwargs)
-            return tree_map(call.result, out)
+            result = tree_map(call.result, out)
         except m.untraceable as err:
             raise _untraceable(name, f"{type(err).__name__}: {str(err).splitlines()[0][:160]}") from None
         finally:
             call.guards()
+    if key is not None and call.replayable:
+        tr.replays[key] = _Replay(
+            tuple(call.steps), tree_structure(out), tuple(call.outputs), tuple(call.held)
+        )
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+# replaying a call
+
+_Ref = tuple[str, int]  # ("arg", position of the argument in the call's leaves) or ("node", step)
+_Step = tuple[str, str, tuple[_Ref, ...], dict[str, Any]]  # a node: label, ATen op, inputs, attributes
+_Output = tuple[Any, ...]  # a result: ("source", position, ref), ("tensor", ref, ref, dtype), ...
+_PLAIN = (
+    type(None),
+    bool,
+    int,
+    float,
+    str,
+    type(...),
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Const:
+    """A constant tensor argument (a buffer, a tensor made in forward): its symbolic shape and dtype."""
+
+    shape: tuple[Any, ...]
+    dtype: torch.dtype
+
+
+def _settle(tr: _Trace, name: str, x: Any) -> Any:
+    """An argument of the call with what the trace decides about it done: a parameter as its node
+    (counted once), a constant tensor as :class:`_Const`, a float or choice pinned."""
+    if isinstance(x, nn.Parameter):
+        return tr.tensor(x, name)
+    if isinstance(x, STensor):
+        return x
+    if isinstance(x, torch.Tensor):
+        shape = tr.shape_of(x)
+        if shape is None and x.dim() > 0:
+            raise TraceError(
+                f"{name}: a constant tensor of shape {tuple(x.shape)} (a buffer, or made in forward) "
+                f"whose dependence on the configuration dnnsat cannot tell: {user_line()}; make it with "
+                f"torch.empty/zeros/ones/full(shape...) from the configuration's values, or as a parameter"
+            )
+        return _Const(tuple(shape or ()), x.dtype)
+    if isinstance(x, slice):
+        return slice(_settle(tr, name, x.start), _settle(tr, name, x.stop), _settle(tr, name, x.step))
+    if isinstance(x, SymFloat | SymStr):
+        return fixed(x)
+    return x
+
+
+def _key(tr: _Trace, name: str, fn: Any, spec: Any, leaves: list[Any]) -> tuple[Any, ...] | None:
+    """What a fallback call's nodes, results and guards depend on, within one trace (one
+    configuration): the callable, the arguments' structure, and of each argument leaf: a tensor's
+    dimension expressions, dtype, first position (aliasing) and whether a parameter or a ``permute``
+    made it (what the call's memory rules ask); a size's expression; a plain value itself; and
+    PyTorch's default dtype and autocast state. ``None`` (not replayable) for any other leaf."""
+    first: dict[int, int] = {}  # graph tensor index -> its first position
+
+    def dims(shape: tuple[Any, ...]) -> tuple[int, ...]:  # expressions by identity: they are interned
+        if not all(isinstance(d, Expr) or type(d) is int for d in shape):
+            raise _Unkeyable
+        return tuple(id(lin(d)) for d in shape)
+
+    def part(x: Any, i: int) -> Any:
+        if isinstance(x, STensor):
+            t = _t(x)
+            made_by = tr.net.nodes[tr.net.producer[t.index]].op
+            kind = made_by if made_by in ("parameter", "permute") else ""
+            return ("tensor", first.setdefault(t.index, i), dims(t.shape), x.dtype, kind)
+        if isinstance(x, _Const):
+            return ("const", dims(x.shape), x.dtype)
+        if isinstance(x, SymInt):
+            return ("size", id(lin(x.expr)))
+        if isinstance(x, slice):
+            return ("slice", part(x.start, i), part(x.stop, i), part(x.step, i))
+        if type(x) in _PLAIN:
+            return (type(x), repr(x) if type(x) is float else x)  # repr: 0.0 and -0.0 differ
+        raise _Unkeyable
+
+    try:
+        parts = tuple(part(x, i) for i, x in enumerate(leaves))
+    except _Unkeyable:
+        return None
+    modes = tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda"))
+    return (name, fn, spec, parts, torch.get_default_dtype(), modes)
+
+
+class _Unkeyable(Exception):
+    """An argument :func:`_key` cannot tell apart from others by value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Replay:
+    """A fallback call's record: the nodes it made, its results and its guards, made again for a call
+    with the same :func:`_key` (of the same trace) on that call's own arguments, without running
+    PyTorch again (the same :meth:`_Call.node`, :func:`_stensor` and guard calls, in the same order)."""
+
+    steps: tuple[_Step, ...]
+    spec: Any  # the results' pytree structure
+    outputs: tuple[_Output, ...]
+    guards: tuple[Expr, ...]
+
+    def run(self, tr: _Trace, leaves: list[Any]) -> Any:
+        args = {i: _t(x) for i, x in enumerate(leaves) if isinstance(x, STensor)}  # as at the call
+        made: list[Tensor] = []
+
+        def get(ref: _Ref) -> Tensor:
+            return args[ref[1]] if ref[0] == "arg" else made[ref[1]]
+
+        for label, aten, refs, attrs in self.steps:
+            made.append(_node(tr, label, aten, [get(r) for r in refs], attrs))
+        results: dict[_Ref, STensor] = {}
+        out: list[Any] = []
+        for kind, *rest in self.outputs:
+            if kind == "source":
+                source = leaves[rest[0]]
+                source._t = get(rest[1])
+                out.append(source)
+            elif kind == "tensor":
+                ref, shown, dtype = rest
+                if ref not in results:
+                    results[ref] = _stensor(tr, get(ref), get(shown), dtype)
+                out.append(results[ref])
+            elif kind == "size":
+                out.append(tr.sym(rest[0]))
+            else:
+                out.append(rest[0])
+        for g in self.guards:
+            tr.guard(g, True)
+        return tree_unflatten(out, self.spec)
+
+
+def _node(tr: _Trace, label: str, aten: str, inputs: list[Tensor], attrs: dict[str, Any]) -> Tensor:
+    """One catalog ``aten`` node, named after the op and the current module."""
+    return tr.net.apply("aten", inputs, name=tr._name(label, tr.where()), aten=aten, **attrs)
+
+
+def _stensor(tr: _Trace, t: Tensor, y: Tensor, dtype: torch.dtype) -> STensor:
+    """The model's STensor of ``y``, graph tensor ``t`` or its copy (whose source is held as long)."""
+    st = STensor(tr, y, dtype)
+    if y is not t:
+        weakref.finalize(st, tr._freed, t.index)
+    return st

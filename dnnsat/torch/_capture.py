@@ -35,7 +35,7 @@ def _evaluate(e: Expr, env: Mapping[str, Any], memo: dict[int, Any]) -> Any:
 
     if id(e) in memo:
         return memo[id(e)]
-    for node in topological([e]):
+    for node in topological([e], lambda n: () if id(n) in memo else n.args):  # not below known values
         key = id(node)
         if key in memo:
             continue
@@ -87,6 +87,7 @@ class _Trace(Recorder):
         self.derived: dict[int, tuple[Expr, ...]] = {}  # storage -> the sizes its shape depends on
         self.scratches: list[_Trace] = []  # forwards run while building (see :meth:`scratch`)
         self.settled: set[int] = set()  # ids of the scratch networks' rules already decided
+        self.replays: dict[Any, Any] = {}  # ATen fallback calls made, by their key (see _aten._key)
 
     # guards --------------------------------------------------------------------------------------
     def guard(self, cond: Expr, outcome: bool) -> None:
@@ -310,6 +311,7 @@ class _Trace(Recorder):
         :meth:`settle` makes its ops' validity rules guards of this trace."""
         s = _Trace(self.env, self.box, self.finite, self.cache)
         s.guards, s.memo, s.shapes, s.views, s.forward = self.guards, self.memo, self.shapes, self.views, True
+        s.replays = self.replays
         self.scratches.append(s)
         return s
 
