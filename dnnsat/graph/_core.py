@@ -79,6 +79,13 @@ class _NetworkCore:
         self.producer.append(node_index)
         return t
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the build-time caches (the shared infer cache, the compiled evaluator)."""
+        state = dict(self.__dict__)
+        state["_infer_cache"] = None
+        state["_built"] = None
+        return state
+
     def _label(self, op: str, name: str | None) -> str:
         return name or f"{op}#{len(self.nodes)}"
 
