@@ -65,3 +65,17 @@ def _merge_dim(cond: Expr, d: Expr, s: Expr) -> Expr:
 
 def any_true(conds: Iterable[Expr]) -> Expr:
     return any_(conds)
+
+
+def _contradicts(gate: tuple[frozenset[int], dict[int, Any]], cond: Expr) -> bool:
+    """Whether ``cond`` has a conjunct ``not (i < n)`` while the (split) gate implies ``j < n``, j >= i."""
+    stack = [cond]
+    while stack:
+        e = stack.pop()
+        if e.op == "and":
+            stack.extend(e.args)
+        elif e.op == "not" and e.args[0].op == "lt" and e.args[0].args[0].is_const:
+            i, n = e.args[0].args[0].value, e.args[0].args[1]
+            if gate[1].get(id(n), i - 1) >= i:
+                return True
+    return False

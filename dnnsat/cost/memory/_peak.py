@@ -14,7 +14,7 @@ from typing import Any
 from ...expr import Const, Expr, all_, any_, as_expr, ceildiv, maximum, minimum, substitute, sum_, where
 from ...graph import Network, Node
 from ...graph._catalog import CATALOG, Attrs, Mem, Sizes, prod
-from ...graph._gates import _implies, _split_gate
+from ...graph._gates import _contradicts, _implies, _split_gate
 from .._cpu_backend import CpuBackend, detect_cpu_backend
 from ._batches import micro_batches
 from ._cpu import (
@@ -67,18 +67,16 @@ class _Root:
     grad_uses: list[tuple[int, Expr, bool]]  # (time, cond, aliased: the gradient costs nothing there)
 
 
-def _contradicts(gate: tuple[frozenset[int], dict[int, Any]], cond: Expr) -> bool:
-    """Whether ``cond`` has a conjunct ``not (i < n)`` while the (split) gate implies ``j < n``, j >= i."""
-    stack = [cond]
-    while stack:
-        e = stack.pop()
-        if e.op == "and":
-            stack.extend(e.args)
-        elif e.op == "not" and e.args[0].op == "lt" and e.args[0].args[0].is_const:
-            i, n = e.args[0].args[0].value, e.args[0].args[1]
-            if gate[1].get(id(n), i - 1) >= i:
-                return True
-    return False
+def _loss_inputs(net: Network, loss: int) -> set[int]:
+    """The tensors tensor ``loss`` (the training loop's loss input) is computed from, itself included:
+    the backward differentiates only these (an auxiliary head's output, a branch whose result is
+    dropped, get no gradient; their parameters no ``.grad`` and no optimizer state)."""
+    reach = {loss}
+    for node in reversed(net.nodes):
+        if node.output in reach:
+            reach.update(node.inputs)
+            reach.update(t for _, t in node.cases)
+    return reach
 
 
 def _largest_rest(info: Any) -> tuple[Expr, ...]:
@@ -153,6 +151,8 @@ class _Model:
         self.roots: dict[int, _Root] = {}
         self.persistent: list[tuple[Expr, Expr]] = []  # (gate, bytes) of network inputs
         self.alloc_nodes: list[Node] = []
+        self.outputs = net.outputs or [net.last]
+        reach = self.reach = _loss_inputs(net, self.outputs[0].index)
         self.autocast()
         self.checkpoint_blocks()
         for node in net.nodes:
@@ -195,7 +195,8 @@ class _Model:
                 continue
             alias[out] = [(Const(True), out)]
             size = self.rounded(t.numel * self.tensor_bytes(out))
-            self.roots[out] = _Root(node.index, node.gate, size, needs_grad[out], [], [], [])
+            # a tensor the loss is not computed from (an auxiliary head's) gets no gradient
+            self.roots[out] = _Root(node.index, node.gate, size, needs_grad[out] and out in reach, [], [], [])
             self.alloc_nodes.append(node)
         self.cat_nodes: list[Node] = []  # training: concats, whose input gradients are views
         for node in net.nodes:
@@ -221,6 +222,8 @@ class _Model:
                     if _contradicts(gate, c):  # e.g. "block i skipped" inside block i + 1
                         continue
                     self.roots[r].uses.append((node.index, c & node.gate))
+                    if node.output not in reach:  # not differentiated: hands no gradient back
+                        continue
                     if not mem.grad_alias or i == keeper or i not in same:
                         view = i == keeper or node.op == "concat"  # concat: see _cat_slices
                         self.roots[r].grad_uses.append((node.index, c & node.gate, view))
@@ -244,11 +247,11 @@ class _Model:
         for first, x, cond in self.blocks:  # a checkpoint keeps its input until the block's backward
             for c, r in alias[x]:
                 self.roots[r].savers.append((first, c & cond))
-        self.outputs = net.outputs or [net.last]
-        for t in self.outputs:
+        for t in self.outputs:  # kept by the training loop; the loss is taken on the first
             for c, r in alias[t.index]:
                 self.roots[r].uses.append((_END, c))
-                self.roots[r].grad_uses.append((_END, c, False))
+                if t is self.outputs[0]:
+                    self.roots[r].grad_uses.append((_END, c, False))
         self.alias = alias
         self.needs_grad = needs_grad
 
@@ -374,7 +377,7 @@ class _Model:
                 if own is not None:  # ToCopyBackward: the fp32 gradients while the 16-bit ones live
                     fp32 = where(op.gate, self.param_grad_bytes(op), 0)
                     bwd.append(released[k] + grads + held + mine + fp32 + sum_(through[k]) + end)
-            if self.steps == 1:
+            if self.steps == 1 and k in self.trained:
                 grads = grads + where(op.gate, self.param_grad_bytes(op), 0)
         return fwd, bwd, saved_end, sum_(end_alive)
 
@@ -754,7 +757,7 @@ class _Model:
         module path), where autograd adds it to the owner's and the sum becomes ``.grad``."""
         out = []
         for node in self.net.nodes:
-            if "shared" not in node.attrs:
+            if "shared" not in node.attrs or node.output not in self.reach:
                 continue
             paths = {path for _, path, _ in node.attrs.shared_names}
             owner = min(
@@ -786,15 +789,21 @@ class _Model:
         )
         weights = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in ops) + buffers
         inputs = sum_(where(g, b, 0) for g, b in self.persistent)
+        # ops whose parameters get gradients (and optimizer state): those the loss is computed from, and
+        # the owners of parameters such an op shares
+        self.trained = {n.index for n in ops if n.output in self.reach} | {
+            o for o, _, _ in self.shared_grads()
+        }
+        trained = [n for n in ops if n.index in self.trained]
         if self.steps > 1:  # later micro-batches run with every gradient accumulated so far
-            self.accumulated = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in ops)
+            self.accumulated = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in trained)
         fwd, bwd, saved_end, outputs = self.forward_and_backward()
         overhead: Expr = Const(0)
         optimizer: Expr = Const(0)
         if self.train:
             state_bytes = 4 if self.mixed else self.pbytes
             optimizer = _STATE[self.optimizer] * sum_(
-                where(n.gate, self.param_grad_bytes(n, state_bytes), 0) for n in ops
+                where(n.gate, self.param_grad_bytes(n, state_bytes), 0) for n in trained
             )
             out_t = self.outputs[0]
             n_classes = out_t.shape[-1]
@@ -808,8 +817,8 @@ class _Model:
             loss = outputs + logp + self.accumulated + self.loss_scalars()
             fwd.append(saved_end + self.cached + logits32 + loss)
             bwd.append(saved_end + 2 * logp + loss)
-            grads = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in ops)
-            opt_tmp = self.optimizer_transient(ops)
+            grads = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in trained)
+            opt_tmp = self.optimizer_transient(trained)
             fb = _balanced_max(fwd + bwd)
             step = grads + opt_tmp + outputs + self.loss_scalars()
             alloc_peak = weights + optimizer + inputs + maximum(fb, step)
