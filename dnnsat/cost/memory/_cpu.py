@@ -85,11 +85,14 @@ def cpu_conv_working_sets(
     (grouped ones with more than ``B`` channels per group) take a plain path: a fixed 36 KB buffer,
     then two input-gradient-sized copies. Backward weights: the output gradient and the input in
     blocked layouts; AVX-512 runs its AVX2 kernel for 4 to 15 input channels and its first-layer kernel
-    for 1-3 (AVX2: for 3); 16-bit kernels add an fp32 accumulator and transposed copies of one sample,
-    a 1x1 an fp32 accumulator of one sample's output in the forward, and first layers whose output
-    channels do not fill blocks, grouped convs whose channels per group do not fill 16-blocks and
-    depthwise kernels wider than 3 compute the weight gradient by im2col GEMM (allocator traces of
-    bfloat16 autocast steps, avx512_core_bf16, one thread: ``tests/test_memory_conv_bf16.py``).
+    for 1-3 (AVX2: for 3); neither has a kernel wider than 14 (AVX-512) or 13 (AVX2) columns: wider
+    ones (fp32; allocator traces of patchify convs, kernels 2-32, strides 1-32, 1-32 input channels)
+    run the im2col GEMM (as where a kernel is missing, below); 16-bit kernels add an fp32 accumulator
+    and transposed copies of one sample, a 1x1 an fp32 accumulator of one sample's output in the
+    forward, and first layers whose output channels do not fill blocks, grouped convs whose channels
+    per group do not fill 16-blocks and depthwise kernels wider than 3 compute the weight gradient by
+    im2col GEMM (allocator traces of bfloat16 autocast steps, avx512_core_bf16, one thread:
+    ``tests/test_memory_conv_bf16.py``).
     Where a kernel is missing (AVX2 with dilation, groups whose channels do not fill 8-blocks, ISAs
     before AVX2) oneDNN runs an im2col GEMM (columns of one sample and group; backward weights: 4
     weight-sized accumulators). Depthwise convs block the channels. Bias reorders (< 2 blocks) are
@@ -197,19 +200,22 @@ def cpu_conv_working_sets(
             fwd = where(wide, gemm[0], fwd)
         data = maximum(out_pad + pad(cout) * pad(cin) * k2 + in_pad, in_pad + gi) - gi - w
         if half is not None:
-            # a first-layer kernel whose output channels do not fill blocks: the im2col GEMM
-            weights = where(first & ~_multiple(cout, big), gemm16, blocked_weights(big, first))
-        elif backend.avx512:
+            # a first-layer kernel whose output channels do not fill blocks, or wider than 24 columns
+            # (others: 14; allocator traces, patchify convs of kernels 8-32): the im2col GEMM
+            wide = k[-1] > where(first, 24, 14)
+            weights = where((first & ~_multiple(cout, big)) | wide, gemm16, blocked_weights(big, first))
+        elif backend.avx512:  # kernels wider than 13 (AVX2 kernel) or 14 columns: the im2col GEMM
             weights = where(
                 ~one & (cin >= 4) & (cin < 16),
-                where(dilated, gemm[2], blocked_weights(8, Const(False))),
-                blocked_weights(16, ~one & (cin <= 3)),
+                where(dilated | (k[-1] > 13), gemm[2], blocked_weights(8, Const(False))),
+                where(k[-1] > 14, gemm[2], blocked_weights(16, ~one & (cin <= 3))),
             )
         else:
             # an input smaller than the kernel (a 5x5 on a 4x4 map) has no AVX2 backward-weights
             # kernel either (allocator traces, kernels 3-7, inputs 1-14, strides 1-2, paddings 0-3)
             smaller = any_(si < ki for si, ki in zip(sp, k))
-            weights = where(dilated | smaller, gemm[2], blocked_weights(8, ~one & (cin == 3)))
+            wide = k[-1] > 13
+            weights = where(dilated | smaller | wide, gemm[2], blocked_weights(8, ~one & (cin == 3)))
         return fwd, where(strided, strided_data, data), weights
 
     def depthwise() -> _Sets:

@@ -442,7 +442,25 @@ class _Model:
             # (allocator traces of a ViT's transposed patch embeddings, torch 2.13)
             copy = self.net.tensors[node.inputs[0]].numel * self.tensor_bytes(node.inputs[0])
             sets = (sets[0] + copy, sets[1] + copy, sets[2] + copy)
+        if node.op in CONV_OPS and self.backend is not None and self._grad_strided(node.output):
+            # the CPU convolution's backward makes a contiguous copy of its output gradient, a strided
+            # view when the output is transposed (``conv(x).flatten(2).transpose(1, 2)``, a ViT's patch
+            # embedding; allocator traces, torch 2.13)
+            copy = self.net.tensors[node.output].numel * self.tensor_bytes(node.output)
+            sets = (sets[0], sets[1] + copy, sets[2] + copy)
         return sets
+
+    def _grad_strided(self, ti: int) -> bool:
+        """Whether the gradient of tensor ``ti`` of a traced model reaches its producer as a strided
+        view: ``ti``'s one consumer is a permute (its backward permutes the gradient back), or a flatten
+        (whose backward splits a dimension: still a view) whose output's is."""
+        consumers = self.consumers.get(ti, [])
+        if not self.net.permute_views or len(consumers) != 1:
+            return False
+        c = consumers[0]
+        if c.op == "permute":
+            return not _flash_transpose(self.net, c)
+        return c.op == "flatten" and self._grad_strided(c.output)
 
     def _strided(self, ti: int) -> bool:
         """Whether tensor ``ti`` of a traced model is a strided (transposed) view or an elementwise

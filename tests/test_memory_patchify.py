@@ -1,0 +1,103 @@
+"""Patchify convolutions (a kernel as large as its stride, few input channels): the patch embeddings of
+ViT (16x16 and 32x32 patches), Swin and ConvNeXt's stem (4x4), and overlapping or kernel != stride
+variants. oneDNN has no JIT backward-weights kernel for kernels wider than 14 (AVX-512) or 13 (AVX2)
+and runs an im2col GEMM with four weight-sized accumulators; a transposed output
+(``conv(x).flatten(2).transpose(1, 2)``) hands the convolution's backward a strided gradient, which it
+copies. Adam training steps of plain ``torch.nn`` modules traced by ``from_torch`` against
+:func:`dnnsat.torch.peak_memory`, natively and, in a subprocess, with AVX2 emulated (the model follows
+the detected backend)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+
+import dnnsat as ds  # noqa: E402
+from benchmarks._emulate import AVX2_ENV  # noqa: E402
+from dnnsat.cost import Budget, memory_expressions  # noqa: E402
+from dnnsat.expr import compile_scalar  # noqa: E402
+from dnnsat.torch import from_torch, peak_memory  # noqa: E402
+
+Config = dict[str, Any]
+
+
+class Patchify(nn.Module):
+    """A patch embedding and a linear head: ``vit`` flattens and transposes the patches to tokens,
+    ``swin`` adds a LayerNorm over the tokens, ``convnext`` permutes to channels-last and normalizes."""
+
+    def __init__(self, c: Config) -> None:
+        super().__init__()
+        self.head = c["head"]
+        self.conv = nn.Conv2d(c["cin"], c["d"], c["k"], stride=c["s"], padding=c["p"])
+        self.norm = nn.LayerNorm(c["d"]) if self.head != "vit" else nn.Identity()
+        self.fc = nn.Linear(c["d"], 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        y = y.permute(0, 2, 3, 1) if self.head == "convnext" else y.flatten(2).transpose(1, 2)
+        return self.fc(self.norm(y))
+
+
+# head, input channels, kernel, stride, padding, embedding width, input side, batch
+CASES = [
+    ("vit", 3, 16, 16, 0, 32, 32, 2), ("vit", 3, 16, 16, 0, 768, 32, 2), ("vit", 3, 16, 16, 0, 768, 224, 8),
+    ("vit", 3, 16, 16, 0, 64, 64, 8), ("vit", 3, 32, 32, 0, 96, 64, 2), ("vit", 3, 14, 14, 0, 64, 56, 4),
+    ("vit", 1, 16, 16, 0, 48, 64, 2), ("vit", 4, 16, 16, 0, 48, 64, 2), ("vit", 8, 8, 8, 0, 64, 64, 2),
+    ("vit", 16, 16, 16, 0, 64, 64, 2), ("vit", 3, 16, 8, 4, 64, 64, 2), ("vit", 3, 15, 15, 0, 40, 60, 2),
+    ("vit", 3, 2, 2, 0, 32, 32, 2), ("vit", 3, 7, 7, 0, 48, 56, 2), ("swin", 3, 4, 4, 0, 96, 64, 4),
+    ("swin", 3, 7, 4, 3, 64, 64, 2), ("swin", 1, 8, 8, 0, 32, 64, 2), ("convnext", 3, 4, 4, 0, 96, 64, 4),
+    ("convnext", 4, 4, 4, 0, 48, 32, 2), ("convnext", 8, 14, 14, 0, 32, 56, 2),
+]  # fmt: skip
+KEYS = ("head", "cin", "k", "s", "p", "d", "r", "b")
+
+
+def _errors() -> list[float]:
+    """Relative error of an Adam training step's estimate for each case, on this process's backend."""
+    torch.set_num_threads(1)
+    cfgs = [dict(zip(KEYS, case)) for case in CASES]
+    budget = Budget(mode="train", optimizer="adam")
+    estimates = {}
+    for head in dict.fromkeys(c["head"] for c in cfgs):
+        space = ds.Space(
+            {k: ds.Categorical(sorted({c[k] for c in cfgs if c["head"] == head})) for k in KEYS[1:]}
+        )
+        model = from_torch(
+            lambda c, h=head: Patchify({**c, "head": h}),
+            lambda c: torch.empty(c["b"], c["cin"], c["r"], c["r"]),
+        )
+        estimates[head] = compile_scalar([memory_expressions(model.network(space), budget, None)["memory"]])
+    out = []
+    for c in cfgs:
+        torch.manual_seed(0)
+        real = peak_memory(Patchify(c), [torch.randn(c["b"], c["cin"], c["r"], c["r"])]).peak
+        out.append((int(estimates[c["head"]](c)[0]) - real) / real)
+    return out
+
+
+def _check(errors: list[float]) -> None:
+    for case, err in zip(CASES, errors):
+        assert -0.005 <= err <= 0.02, (case, f"{err:+.2%}")
+
+
+def test_native_backend() -> None:
+    _check(_errors())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ISA emulation through oneDNN's environment")
+def test_avx2_emulated() -> None:
+    code = "import json; from tests.test_memory_patchify import _errors; print(json.dumps(_errors()))"
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **AVX2_ENV}, cwd=root, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    _check(json.loads(res.stdout.strip().splitlines()[-1]))
