@@ -57,14 +57,23 @@ CASES = [
     ("swin", 3, 7, 4, 3, 64, 64, 2), ("swin", 1, 8, 8, 0, 32, 64, 2), ("convnext", 3, 4, 4, 0, 96, 64, 4),
     ("convnext", 4, 4, 4, 0, 48, 32, 2), ("convnext", 8, 14, 14, 0, 32, 56, 2),
 ]  # fmt: skip
+# bfloat16 autocast: first layers wider than 24 columns and others wider than 14 run the im2col GEMM;
+# the others transpose the input rows (strided columns padded) and the output gradient
+MIXED_CASES = [
+    ("vit", 3, 16, 16, 0, 32, 64, 2), ("vit", 3, 24, 24, 0, 32, 64, 2), ("vit", 3, 28, 28, 0, 32, 56, 2),
+    ("vit", 3, 32, 32, 0, 96, 64, 2), ("vit", 8, 28, 28, 0, 32, 56, 2), ("vit", 16, 14, 14, 0, 32, 60, 2),
+    ("vit", 16, 15, 15, 0, 32, 60, 2), ("vit", 16, 8, 8, 0, 32, 60, 2), ("vit", 16, 4, 4, 0, 32, 64, 2),
+    ("swin", 16, 7, 4, 3, 32, 64, 2), ("convnext", 32, 2, 2, 0, 64, 32, 2),
+]  # fmt: skip
 KEYS = ("head", "cin", "k", "s", "p", "d", "r", "b")
 
 
-def _errors() -> list[float]:
-    """Relative error of an Adam training step's estimate for each case, on this process's backend."""
+def _errors(mixed: bool = False) -> list[float]:
+    """Relative error of an Adam training step's estimate for each case (``mixed``: of
+    :data:`MIXED_CASES` under bfloat16 autocast), on this process's backend."""
     torch.set_num_threads(1)
-    cfgs = [dict(zip(KEYS, case)) for case in CASES]
-    budget = Budget(mode="train", optimizer="adam")
+    cfgs = [dict(zip(KEYS, case)) for case in (MIXED_CASES if mixed else CASES)]
+    budget = Budget(mode="train", optimizer="adam", dtype="mixed" if mixed else "float32")
     estimates = {}
     for head in dict.fromkeys(c["head"] for c in cfgs):
         space = ds.Space(
@@ -78,26 +87,42 @@ def _errors() -> list[float]:
     out = []
     for c in cfgs:
         torch.manual_seed(0)
-        real = peak_memory(Patchify(c), [torch.randn(c["b"], c["cin"], c["r"], c["r"])]).peak
+        x = torch.randn(c["b"], c["cin"], c["r"], c["r"])
+        real = peak_memory(Patchify(c), [x], autocast=torch.bfloat16 if mixed else None).peak
         out.append((int(estimates[c["head"]](c)[0]) - real) / real)
     return out
 
 
-def _check(errors: list[float]) -> None:
-    for case, err in zip(CASES, errors):
+def _check(errors: list[float], cases: list[tuple[Any, ...]]) -> None:
+    assert len(errors) == len(cases)
+    for case, err in zip(cases, errors):
         assert -0.005 <= err <= 0.02, (case, f"{err:+.2%}")
 
 
-def test_native_backend() -> None:
-    _check(_errors())
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="ISA emulation through oneDNN's environment")
-def test_avx2_emulated() -> None:
-    code = "import json; from tests.test_memory_patchify import _errors; print(json.dumps(_errors()))"
+def _emulated(mixed: bool) -> list[float]:
+    """:func:`_errors` in a subprocess with AVX2 emulated."""
+    code = f"import json; from tests.test_memory_patchify import _errors; print(json.dumps(_errors({mixed})))"
     root = Path(__file__).resolve().parents[1]
     res = subprocess.run(
         [sys.executable, "-c", code], env={**os.environ, **AVX2_ENV}, cwd=root, capture_output=True, text=True
     )
     assert res.returncode == 0, res.stderr[-2000:]
-    _check(json.loads(res.stdout.strip().splitlines()[-1]))
+    return list(json.loads(res.stdout.strip().splitlines()[-1]))
+
+
+def test_native_backend() -> None:
+    _check(_errors(), CASES)
+
+
+def test_native_backend_mixed() -> None:
+    _check(_errors(mixed=True), MIXED_CASES)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ISA emulation through oneDNN's environment")
+def test_avx2_emulated() -> None:
+    _check(_emulated(False), CASES)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ISA emulation through oneDNN's environment")
+def test_avx2_emulated_mixed() -> None:
+    _check(_emulated(True), MIXED_CASES)

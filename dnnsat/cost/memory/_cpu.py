@@ -120,10 +120,10 @@ def cpu_conv_working_sets(
     else:  # float64 and 8-bit types: PyTorch's kernels
         onednn = Const(False)
     if isinstance(a.padding, str):
-        top = (k[0] - 1) * d[0] // 2 if a.padding == "same" else Const(0)
+        left = (k[-1] - 1) * d[-1] // 2 if a.padding == "same" else Const(0)
         no_pad = Const(a.padding == "valid") | one
     else:
-        top, no_pad = a.padding[0], all_(p == 0 for p in a.padding)
+        left, no_pad = a.padding[-1], all_(p == 0 for p in a.padding)
 
     # PyTorch's im2col kernels
     cols = where(one & ~strided & no_pad, 0, where(dilated, 1, b) * cg * k2 * out_sp)
@@ -147,6 +147,9 @@ def cpu_conv_working_sets(
     def pad(c: Expr, n: int = big) -> Expr:
         return ceildiv(c, n) * n
 
+    def even(c: Expr) -> Expr:
+        return ceildiv(c, 2) * 2
+
     def subsampled(n: int = big) -> Expr:
         """A strided 1x1 conv first subsamples one input sample (+ 32 elements)."""
         return where(one & strided, pad(cin, n) * out_sp + 32, 0)
@@ -154,17 +157,25 @@ def cpu_conv_working_sets(
     def blocked_weights(n: int, first: Expr, grouped: bool = False) -> Expr:
         """Backward weights with ``n``-channel blocks (``first``: the plain input is read). 16-bit
         kernels: an fp32 accumulator, transposed input and gradient; groups 1 not for a 1x1, grouped
-        ones for a 1x1 too, with 2 more rows per input channel (an upper bound of the traces)."""
+        ones for a 1x1 too."""
         wg = pad(cout, n) * where(first, cg, pad(cg, n)) * k2
         scratch = subsampled(n)
         if half is not None:
-            rows = (sp[0] + 2 * top) * prod(sp[1:])
-            tr = 2 * wg + where(first, 0, pad(cin, n) * rows) + pad(cout, n) * (out_sp + 2) + 4290
+            # transposed rows of the input, each of ``tr_iw`` columns: the strided columns padded by
+            # ``tr_pad = max(1, left, right + 1)`` rounded to 2 (and ``tr_pad - 2`` guard elements), and of
+            # the output gradient, each rounded to 2 columns (allocator traces, kernels 2-14, strides 1-14,
+            # paddings 0-7)
+            ow, sw = y[-1], s[-1]
+            right = (ow - 1) * sw + d[-1] * (k[-1] - 1) + 1 - sp[-1] - left
+            tr_pad = even(maximum(1, left, right + 1))
+            tr_src = pad(cin, n) * prod(sp[:-1]) * even(ceildiv(sp[-1], sw) + tr_pad) * sw + tr_pad - 2
+            tr_dst = pad(cout, n) * (prod(y[2:-1]) * even(ow) + 2)
+            tr = 2 * wg + where(first, 0, tr_src) + tr_dst + 4290
             # a 1x1 of groups 1: an fp32 weight accumulator; strided: the subsampled input and an fp32
             # output gradient; unstrided, below 256 output pixels, per pixel 2 bytes per input and
             # output channel (the latter up to 256: an upper bound of the traces)
             if grouped:
-                scratch = tr + where(one, 2 * pad(cin, n) * sp[0], 0)
+                scratch = tr
             else:
                 acc = 2 * pad(cin, n) * pad(cout, n)
                 sub = out_sp * (pad(cin, n) + 2 * cout) + acc + 256
