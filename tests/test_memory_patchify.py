@@ -32,19 +32,27 @@ Config = dict[str, Any]
 
 class Patchify(nn.Module):
     """A patch embedding and a linear head: ``vit`` flattens and transposes the patches to tokens,
-    ``swin`` adds a LayerNorm over the tokens, ``convnext`` permutes to channels-last and normalizes."""
+    ``swin`` adds a LayerNorm over the tokens, ``convnext`` permutes to channels-last and normalizes,
+    ``audio`` embeds frames of a 1-D signal (``nn.Conv1d``) and transposes them to tokens."""
 
     def __init__(self, c: Config) -> None:
         super().__init__()
         self.head = c["head"]
-        self.conv = nn.Conv2d(c["cin"], c["d"], c["k"], stride=c["s"], padding=c["p"])
-        self.norm = nn.LayerNorm(c["d"]) if self.head != "vit" else nn.Identity()
+        conv = nn.Conv1d if self.head == "audio" else nn.Conv2d
+        self.conv = conv(c["cin"], c["d"], c["k"], stride=c["s"], padding=c["p"])
+        self.norm = nn.LayerNorm(c["d"]) if self.head in ("swin", "convnext") else nn.Identity()
         self.fc = nn.Linear(c["d"], 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x)
         y = y.permute(0, 2, 3, 1) if self.head == "convnext" else y.flatten(2).transpose(1, 2)
         return self.fc(self.norm(y))
+
+
+def _input(c: Config) -> torch.Tensor:
+    """The batch of case ``c``: signals of length ``r`` (``audio``), else ``r`` x ``r`` images."""
+    side = (c["r"],) if c["head"] == "audio" else (c["r"], c["r"])
+    return torch.randn(c["b"], c["cin"], *side)
 
 
 # head, input channels, kernel, stride, padding, embedding width, input side, batch
@@ -56,6 +64,8 @@ CASES = [
     ("vit", 3, 2, 2, 0, 32, 32, 2), ("vit", 3, 7, 7, 0, 48, 56, 2), ("swin", 3, 4, 4, 0, 96, 64, 4),
     ("swin", 3, 7, 4, 3, 64, 64, 2), ("swin", 1, 8, 8, 0, 32, 64, 2), ("convnext", 3, 4, 4, 0, 96, 64, 4),
     ("convnext", 4, 4, 4, 0, 48, 32, 2), ("convnext", 8, 14, 14, 0, 32, 56, 2),
+    ("audio", 1, 16, 16, 0, 32, 256, 2), ("audio", 16, 15, 1, 0, 32, 100, 2),
+    ("audio", 3, 25, 5, 0, 48, 400, 2),
 ]  # fmt: skip
 # bfloat16 autocast: first layers wider than 24 columns and others wider than 14 run the im2col GEMM;
 # the others transpose the input rows (strided columns padded) and the output gradient
@@ -80,15 +90,13 @@ def _errors(mixed: bool = False) -> list[float]:
             {k: ds.Categorical(sorted({c[k] for c in cfgs if c["head"] == head})) for k in KEYS[1:]}
         )
         model = from_torch(
-            lambda c, h=head: Patchify({**c, "head": h}),
-            lambda c: torch.empty(c["b"], c["cin"], c["r"], c["r"]),
+            lambda c, h=head: Patchify({**c, "head": h}), lambda c, h=head: _input({**c, "head": h})
         )
         estimates[head] = compile_scalar([memory_expressions(model.network(space), budget, None)["memory"]])
     out = []
     for c in cfgs:
         torch.manual_seed(0)
-        x = torch.randn(c["b"], c["cin"], c["r"], c["r"])
-        real = peak_memory(Patchify(c), [x], autocast=torch.bfloat16 if mixed else None).peak
+        real = peak_memory(Patchify(c), [_input(c)], autocast=torch.bfloat16 if mixed else None).peak
         out.append((int(estimates[c["head"]](c)[0]) - real) / real)
     return out
 
