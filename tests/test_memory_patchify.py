@@ -32,20 +32,23 @@ Config = dict[str, Any]
 
 class Patchify(nn.Module):
     """A patch embedding and a linear head: ``vit`` flattens and transposes the patches to tokens,
-    ``swin`` adds a LayerNorm over the tokens, ``convnext`` permutes to channels-last and normalizes,
-    ``audio`` embeds frames of a 1-D signal (``nn.Conv1d``) and transposes them to tokens."""
+    ``swin`` adds a LayerNorm over the tokens, ``convnext`` permutes to channels-last and normalizes
+    (``convnext_dw``: after a ConvNeXt block's depthwise convolution of kernel ``dw``), ``audio`` embeds
+    frames of a 1-D signal (``nn.Conv1d``) and transposes them to tokens."""
 
     def __init__(self, c: Config) -> None:
         super().__init__()
         self.head = c["head"]
         conv = nn.Conv1d if self.head == "audio" else nn.Conv2d
         self.conv = conv(c["cin"], c["d"], c["k"], stride=c["s"], padding=c["p"])
-        self.norm = nn.LayerNorm(c["d"]) if self.head in ("swin", "convnext") else nn.Identity()
-        self.fc = nn.Linear(c["d"], 10)
+        d, dw = c["d"], c["dw"]
+        self.dw = nn.Conv2d(d, d, dw, padding=dw // 2, groups=d) if dw else nn.Identity()
+        self.norm = nn.LayerNorm(d) if self.head != "vit" and self.head != "audio" else nn.Identity()
+        self.fc = nn.Linear(d, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.conv(x)
-        y = y.permute(0, 2, 3, 1) if self.head == "convnext" else y.flatten(2).transpose(1, 2)
+        y = self.dw(self.conv(x))
+        y = y.permute(0, 2, 3, 1) if self.head.startswith("convnext") else y.flatten(2).transpose(1, 2)
         return self.fc(self.norm(y))
 
 
@@ -55,7 +58,7 @@ def _input(c: Config) -> torch.Tensor:
     return torch.randn(c["b"], c["cin"], *side)
 
 
-# head, input channels, kernel, stride, padding, embedding width, input side, batch
+# head, input channels, kernel, stride, padding, embedding width, input side, batch[, depthwise kernel]
 CASES = [
     ("vit", 3, 16, 16, 0, 32, 32, 2), ("vit", 3, 16, 16, 0, 768, 32, 2), ("vit", 3, 16, 16, 0, 768, 224, 8),
     ("vit", 3, 16, 16, 0, 64, 64, 8), ("vit", 3, 32, 32, 0, 96, 64, 2), ("vit", 3, 14, 14, 0, 64, 56, 4),
@@ -66,6 +69,10 @@ CASES = [
     ("convnext", 4, 4, 4, 0, 48, 32, 2), ("convnext", 8, 14, 14, 0, 32, 56, 2),
     ("audio", 1, 16, 16, 0, 32, 256, 2), ("audio", 16, 15, 1, 0, 32, 100, 2),
     ("audio", 3, 25, 5, 0, 48, 400, 2),
+    # a depthwise kernel wider than 3 computes its weight gradient by im2col GEMM (fp32 too), one wider
+    # than 13 (AVX2: 9) its forward too
+    ("convnext_dw", 3, 4, 4, 0, 48, 64, 2, 5), ("convnext_dw", 3, 4, 4, 0, 32, 64, 2, 7),
+    ("convnext_dw", 3, 4, 4, 0, 32, 64, 2, 13), ("convnext_dw", 3, 4, 4, 0, 32, 128, 2, 31),
 ]  # fmt: skip
 # bfloat16 autocast: first layers wider than 24 columns and others wider than 14 run the im2col GEMM;
 # the others transpose the input rows (strided columns padded) and the output gradient
@@ -75,14 +82,14 @@ MIXED_CASES = [
     ("vit", 16, 15, 15, 0, 32, 60, 2), ("vit", 16, 8, 8, 0, 32, 60, 2), ("vit", 16, 4, 4, 0, 32, 64, 2),
     ("swin", 16, 7, 4, 3, 32, 64, 2), ("convnext", 32, 2, 2, 0, 64, 32, 2),
 ]  # fmt: skip
-KEYS = ("head", "cin", "k", "s", "p", "d", "r", "b")
+KEYS = ("head", "cin", "k", "s", "p", "d", "r", "b", "dw")  # dw: 0 (none) unless a case gives it
 
 
 def _errors(mixed: bool = False) -> list[float]:
     """Relative error of an Adam training step's estimate for each case (``mixed``: of
     :data:`MIXED_CASES` under bfloat16 autocast), on this process's backend."""
     torch.set_num_threads(1)
-    cfgs = [dict(zip(KEYS, case)) for case in (MIXED_CASES if mixed else CASES)]
+    cfgs = [{"dw": 0, **dict(zip(KEYS, case))} for case in (MIXED_CASES if mixed else CASES)]
     budget = Budget(mode="train", optimizer="adam", dtype="mixed" if mixed else "float32")
     estimates = {}
     for head in dict.fromkeys(c["head"] for c in cfgs):

@@ -233,14 +233,21 @@ def cpu_conv_working_sets(
         """oneDNN, one channel per group: the channels are blocked. 16-bit kernels: a strided
         backward data runs as a dense conv (plain output gradient, fp32 weights of ``B`` channels per
         group, a per-sample buffer: an upper bound of the traces), kernels wider than 3 compute the
-        weight gradient by GEMM."""
+        weight gradient by GEMM. fp32: so do kernels wider than 3, and kernels wider than 13 columns
+        (AVX2: 9) the forward too (allocator traces, kernels 3-31, AVX-512 and AVX2; where oneDNN
+        blocks the output pixels of a large one's columns, the full columns are an upper bound)."""
         c_in, c_out, c_w = b * pad(cin) * sp_in, b * pad(cin) * out_sp, pad(cin) * k2
         data = maximum(c_out + c_w + c_in, c_in + gi) - gi - w
         weights = maximum(c_out + c_in + c_w, c_w + w) - w
+        fwd = maximum(c_in + c_w + c_out - out, c_out)
+        wide = any_(ki > 3 for ki in k)
         if half is not None:
             data = where(strided, dense_data(2 * big * cout * k2, buffer16), data)
-            weights = where(any_(ki > 3 for ki in k), gemm16, weights)
-        return maximum(c_in + c_w + c_out - out, c_out), data, weights
+            weights = where(wide, gemm16, weights)
+        else:
+            weights = where(wide, gemm[2], weights)
+            fwd = where(k[-1] > (13 if backend.avx512 else 9), gemm[0], fwd)
+        return fwd, data, weights
 
     def grouped() -> _Sets:
         """oneDNN, other groups: plain layouts where the channels per group fill 8-blocks, else GEMM
