@@ -86,11 +86,14 @@ def cpu_conv_working_sets(
     (grouped ones with more than ``B`` channels per group) take a plain path: a fixed 36 KB buffer,
     then two input-gradient-sized copies. Backward weights: the output gradient and the input in
     blocked layouts; AVX-512 runs its AVX2 kernel for 4 to 15 input channels and its first-layer kernel
-    for 1-3 (AVX2: for 3); 16-bit kernels add an fp32 accumulator and transposed copies of one sample,
-    a 1x1 an fp32 accumulator of one sample's output in the forward, and first layers whose output
-    channels do not fill blocks, grouped convs whose channels per group do not fill 16-blocks and
-    depthwise kernels wider than 3 compute the weight gradient by im2col GEMM (allocator traces of
-    bfloat16 autocast steps, avx512_core_bf16, one thread: ``tests/test_memory_conv_bf16.py``).
+    for 1-3 (AVX2: for 3); neither has a kernel wider than 14 (AVX-512) or 13 (AVX2) columns: wider
+    ones (fp32; allocator traces of patchify convs, kernels 2-32, strides 1-32, 1-32 input channels)
+    run the im2col GEMM (as where a kernel is missing, below); 16-bit kernels add an fp32 accumulator
+    and transposed copies of one sample, a 1x1 an fp32 accumulator of one sample's output in the
+    forward, and first layers whose output channels do not fill blocks, grouped convs whose channels
+    per group do not fill 16-blocks and depthwise kernels wider than 3 compute the weight gradient by
+    im2col GEMM (allocator traces of bfloat16 autocast steps, avx512_core_bf16, one thread:
+    ``tests/test_memory_conv_bf16.py``).
     Where a kernel is missing (AVX2 with dilation, groups whose channels do not fill 8-blocks, ISAs
     before AVX2) oneDNN runs an im2col GEMM (columns of one sample and group; backward weights: 4
     weight-sized accumulators). Depthwise convs block the channels. Bias reorders (< 2 blocks) are
@@ -118,10 +121,10 @@ def cpu_conv_working_sets(
     else:  # float64 and 8-bit types: PyTorch's kernels
         onednn = Const(False)
     if isinstance(a.padding, str):
-        top = (k[0] - 1) * d[0] // 2 if a.padding == "same" else Const(0)
+        left = (k[-1] - 1) * d[-1] // 2 if a.padding == "same" else Const(0)
         no_pad = Const(a.padding == "valid") | one
     else:
-        top, no_pad = a.padding[0], all_(p == 0 for p in a.padding)
+        left, no_pad = a.padding[-1], all_(p == 0 for p in a.padding)
 
     # PyTorch's im2col kernels
     cols = where(one & ~strided & no_pad, 0, where(dilated, 1, b) * cg * k2 * out_sp)
@@ -145,6 +148,9 @@ def cpu_conv_working_sets(
     def pad(c: Expr, n: int = big) -> Expr:
         return ceildiv(c, n) * n
 
+    def even(c: Expr) -> Expr:
+        return ceildiv(c, 2) * 2
+
     def subsampled(n: int = big) -> Expr:
         """A strided 1x1 conv first subsamples one input sample (+ 32 elements)."""
         return where(one & strided, pad(cin, n) * out_sp + 32, 0)
@@ -152,17 +158,25 @@ def cpu_conv_working_sets(
     def blocked_weights(n: int, first: Expr, grouped: bool = False) -> Expr:
         """Backward weights with ``n``-channel blocks (``first``: the plain input is read). 16-bit
         kernels: an fp32 accumulator, transposed input and gradient; groups 1 not for a 1x1, grouped
-        ones for a 1x1 too, with 2 more rows per input channel (an upper bound of the traces)."""
+        ones for a 1x1 too."""
         wg = pad(cout, n) * where(first, cg, pad(cg, n)) * k2
         scratch = subsampled(n)
         if half is not None:
-            rows = (sp[0] + 2 * top) * prod(sp[1:])
-            tr = 2 * wg + where(first, 0, pad(cin, n) * rows) + pad(cout, n) * (out_sp + 2) + 4290
+            # transposed rows of the input, each of ``tr_iw`` columns: the strided columns padded by
+            # ``tr_pad = max(1, left, right + 1)`` rounded to 2 (and ``tr_pad - 2`` guard elements), and of
+            # the output gradient, each rounded to 2 columns (allocator traces, kernels 2-14, strides 1-14,
+            # paddings 0-7)
+            ow, sw = y[-1], s[-1]
+            right = (ow - 1) * sw + d[-1] * (k[-1] - 1) + 1 - sp[-1] - left
+            tr_pad = even(maximum(1, left, right + 1))
+            tr_src = pad(cin, n) * prod(sp[:-1]) * even(ceildiv(sp[-1], sw) + tr_pad) * sw + tr_pad - 2
+            tr_dst = pad(cout, n) * (prod(y[2:-1]) * even(ow) + 2)
+            tr = 2 * wg + where(first, 0, tr_src) + tr_dst + 4290
             # a 1x1 of groups 1: an fp32 weight accumulator; strided: the subsampled input and an fp32
             # output gradient; unstrided, below 256 output pixels, per pixel 2 bytes per input and
             # output channel (the latter up to 256: an upper bound of the traces)
             if grouped:
-                scratch = tr + where(one, 2 * pad(cin, n) * sp[0], 0)
+                scratch = tr
             else:
                 acc = 2 * pad(cin, n) * pad(cout, n)
                 sub = out_sp * (pad(cin, n) + 2 * cout) + acc + 256
@@ -198,33 +212,43 @@ def cpu_conv_working_sets(
             fwd = where(wide, gemm[0], fwd)
         data = maximum(out_pad + pad(cout) * pad(cin) * k2 + in_pad, in_pad + gi) - gi - w
         if half is not None:
-            # a first-layer kernel whose output channels do not fill blocks: the im2col GEMM
-            weights = where(first & ~_multiple(cout, big), gemm16, blocked_weights(big, first))
-        elif backend.avx512:
+            # a first-layer kernel whose output channels do not fill blocks, or wider than 24 columns
+            # (others: 14; allocator traces, patchify convs of kernels 8-32): the im2col GEMM
+            wide = k[-1] > where(first, 24, 14)
+            weights = where((first & ~_multiple(cout, big)) | wide, gemm16, blocked_weights(big, first))
+        elif backend.avx512:  # kernels wider than 13 (AVX2 kernel) or 14 columns: the im2col GEMM
             weights = where(
                 ~one & (cin >= 4) & (cin < 16),
-                where(dilated, gemm[2], blocked_weights(8, Const(False))),
-                blocked_weights(16, ~one & (cin <= 3)),
+                where(dilated | (k[-1] > 13), gemm[2], blocked_weights(8, Const(False))),
+                where(k[-1] > 14, gemm[2], blocked_weights(16, ~one & (cin <= 3))),
             )
         else:
             # an input smaller than the kernel (a 5x5 on a 4x4 map) has no AVX2 backward-weights
             # kernel either (allocator traces, kernels 3-7, inputs 1-14, strides 1-2, paddings 0-3)
             smaller = any_(si < ki for si, ki in zip(sp, k))
-            weights = where(dilated | smaller, gemm[2], blocked_weights(8, ~one & (cin == 3)))
+            wide = k[-1] > 13
+            weights = where(dilated | smaller | wide, gemm[2], blocked_weights(8, ~one & (cin == 3)))
         return fwd, where(strided, strided_data, data), weights
 
     def depthwise() -> _Sets:
         """oneDNN, one channel per group: the channels are blocked. 16-bit kernels: a strided
         backward data runs as a dense conv (plain output gradient, fp32 weights of ``B`` channels per
         group, a per-sample buffer: an upper bound of the traces), kernels wider than 3 compute the
-        weight gradient by GEMM."""
+        weight gradient by GEMM. fp32: so do kernels wider than 3, and kernels wider than 13 columns
+        (AVX2: 9) the forward too (allocator traces, kernels 3-31, AVX-512 and AVX2; where oneDNN
+        blocks the output pixels of a large one's columns, the full columns are an upper bound)."""
         c_in, c_out, c_w = b * pad(cin) * sp_in, b * pad(cin) * out_sp, pad(cin) * k2
         data = maximum(c_out + c_w + c_in, c_in + gi) - gi - w
         weights = maximum(c_out + c_in + c_w, c_w + w) - w
+        fwd = maximum(c_in + c_w + c_out - out, c_out)
+        wide = any_(ki > 3 for ki in k)
         if half is not None:
             data = where(strided, dense_data(2 * big * cout * k2, buffer16), data)
-            weights = where(any_(ki > 3 for ki in k), gemm16, weights)
-        return maximum(c_in + c_w + c_out - out, c_out), data, weights
+            weights = where(wide, gemm16, weights)
+        else:
+            weights = where(wide, gemm[2], weights)
+            fwd = where(k[-1] > (13 if backend.avx512 else 9), gemm[0], fwd)
+        return fwd, data, weights
 
     def grouped() -> _Sets:
         """oneDNN, other groups: plain layouts where the channels per group fill 8-blocks, else GEMM

@@ -29,6 +29,7 @@ from ._cpu import (
     expanded_linear_grad,
 )
 from ._footprint import cublas_workspace, footprint
+from ._layouts import channels_last_tensors, grad_strided, strided
 
 __all__ = ["memory_expressions", "MEMORY_KEYS", "CUDA_BLOCK", "CUDA_SEGMENT"]
 
@@ -101,10 +102,6 @@ def _balanced_max(terms: Sequence[Expr]) -> Expr:
 
 
 # ops whose output keeps the layout of their first input (TensorIterator)
-_ELEMENTWISE = frozenset(
-    {"add", "sub", "mul", "dropout", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid",
-     "relu6", "leaky_relu", "elu", "mish"}
-)  # fmt: skip
 
 
 class _Model:
@@ -126,7 +123,7 @@ class _Model:
         if not self.gpu:
             self.backend = device.cpu_backend() if hasattr(device, "cpu_backend") else detect_cpu_backend()
         self.conv_sets: dict[int, tuple[Expr, Expr, Expr]] = {}
-        self.cl: set[int] | None = None  # channels-last tensors (:meth:`_channels_last`)
+        self.cl: set[int] | None = None  # channels-last tensors (:meth:`channels_last`)
 
     # -- sizes ---------------------------------------------------------------------------------------
     def rounded(self, nbytes: Expr) -> Expr:
@@ -443,50 +440,37 @@ class _Model:
         if self.gpu and mem.cpu_kernels:
             return Const(0), Const(0), Const(0)
         sets = self._kernel_sets(node)
-        if node.op == "layernorm" and self._strided(node.inputs[0]):
+        if node.op == "layernorm" and strided(self.net, node.inputs[0]):
             # ``native_layer_norm`` and its backward make a contiguous copy of a strided input
             # (allocator traces of a ViT's transposed patch embeddings, torch 2.13)
             copy = self.net.tensors[node.inputs[0]].numel * self.tensor_bytes(node.inputs[0])
             sets = (sets[0] + copy, sets[1] + copy, sets[2] + copy)
-        if node.op == "conv2d" and self.train and self.backend is not None and self._channels_last(node):
+        if (
+            node.op == "conv2d"
+            and self.train
+            and self.backend is not None
+            and node.inputs[0] in self.channels_last()
+        ):
             x = self.net.tensors[node.inputs[0]].shape
             extra = cpu_channels_last_depthwise_scratch(x, node.attrs, self.backend)
             sets = (sets[0], sets[1] + extra, sets[2] + extra)
+        if (
+            node.op in CONV_OPS
+            and self.backend is not None
+            and grad_strided(self.net, self.consumers, node.output)
+        ):
+            # the CPU convolution's backward makes a contiguous copy of its output gradient, a strided
+            # view when the output is transposed (``conv(x).flatten(2).transpose(1, 2)``, a ViT's patch
+            # embedding; allocator traces, torch 2.13)
+            copy = self.net.tensors[node.output].numel * self.tensor_bytes(node.output)
+            sets = (sets[0], sets[1] + copy, sets[2] + copy)
         return sets
 
-    def _channels_last(self, node: Node) -> bool:
-        """Whether the first input of ``node`` (a traced model's) is channels-last: a permute ``(0, 3, 1,
-        2)`` of a 4-D tensor that is not strided (ConvNeXt's permute back after its channels-last
-        LayerNorm and Linears), or a convolution's or an elementwise op's result where an input is (the
-        kernels keep the layout: an upper bound where a contiguous input comes first)."""
+    def channels_last(self) -> set[int]:
+        """The channels-last tensors of the network (:func:`channels_last_tensors`), computed once."""
         if self.cl is None:
-            net, self.cl = self.net, set()
-            for n in net.nodes if net.permute_views else ():
-                if n.info is None:
-                    ins = [c for _, c in n.cases]
-                elif n.op == "permute":
-                    cl = tuple(n.attrs["dims"]) == (0, 3, 1, 2) and not self._strided(n.inputs[0])
-                    ins = [n.output] if cl else []
-                elif n.op in CONV_OPS or n.op in _ELEMENTWISE or n.op in ("scale", "shift"):
-                    ins = list(n.inputs)
-                else:
-                    ins = []
-                if any(i in self.cl or i == n.output for i in ins):
-                    self.cl.add(n.output)
-        return node.inputs[0] in self.cl
-
-    def _strided(self, ti: int) -> bool:
-        """Whether tensor ``ti`` of a traced model is a strided (transposed) view or an elementwise
-        result of one (TensorIterator keeps its first operand's layout)."""
-        net = self.net
-        if not net.permute_views:
-            return False
-        p = net.nodes[net.producer[ti]]
-        if p.info is None:  # a select: strided if a case may be (an upper bound)
-            return any(self._strided(c) for _, c in p.cases)
-        if p.op == "permute":
-            return not _flash_transpose(net, p)
-        return p.op in _ELEMENTWISE and bool(p.inputs) and self._strided(p.inputs[0])
+            self.cl = channels_last_tensors(self.net)
+        return self.cl
 
     def _kernel_sets(self, node: Node) -> tuple[Expr, Expr, Expr]:
         """:meth:`working_sets` as the kernels see contiguous inputs."""
