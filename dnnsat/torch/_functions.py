@@ -640,7 +640,7 @@ def _linear_fn(tr: _Trace, x: Any, weight: Any, bias: Any = None) -> STensor:
         params = _parameters("linear", {"weight": weight, "bias": bias})
         fout, fin = _param_shape(tr, weight)
         y = _linear_op(tr, xs, fout, fin, bias is not None)
-        claim(tr, y, params)
+        claim(tr, _t(y), params)
         return y
     y = _matmul(tr, x, _transpose(tr, weight, 0, 1))
     return y if bias is None else _binary("add")(tr, y, bias)

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from ..expr import Const, all_, as_expr, sum_
-from ..graph import GraphError
+from ..graph import GraphError, Tensor
 from ..graph._catalog import eq
 from ._errors import TraceError
 from ._symbolic import as_expr_like, expr_of, fixed, user_line
@@ -39,31 +39,25 @@ def _parameters(what: str, params: dict[str, Any]) -> dict[str, nn.Parameter]:
     return {pname: p for pname, p in params.items() if p is not None}
 
 
-def claim(tr: _Trace, y: STensor, params: dict[str, Any], owned: set[int] | None = None) -> None:
-    """The op that made ``y`` counts ``params`` (name -> parameter); those an earlier op counts
+def claim(tr: _Trace, t: Tensor, params: dict[str, Any], owned: set[int] | None = None) -> None:
+    """The op that made graph tensor ``t`` counts ``params`` (name -> parameter); those an earlier op counts
     (``owned``: ids, by default those in ``tr.owners``: a module called again, a weight tied to another
     module's) are marked shared on it (:meth:`Network.share`), so each counts once, as in
     ``module.parameters()``."""
     owned = {id(p) for p in params.values() if id(p) in tr.owners} if owned is None else owned
-    path = tr.net.nodes[tr.net.producer[y._t.index]].label.partition(" ")[2]
+    path = tr.net.nodes[tr.net.producer[t.index]].label.partition(" ")[2]
     shared = [(name, p) for name, p in params.items() if id(p) in owned]
     for name, p in params.items():
         tr.counted.add(id(p))
         tr.owners.setdefault(id(p), (path, name))
     if shared:
         pairs = tuple((name, *tr.owners[id(p)]) for name, p in shared)
-        tr.net.share(y._t, sum_(tr.numel(p) for _, p in shared), pairs)
+        tr.net.share(t, sum_(tr.numel(p) for _, p in shared), pairs)
 
 
 def _param_shape(tr: _Trace, p: torch.Tensor) -> tuple[Any, ...]:
-    """The symbolic sizes of a parameter (:class:`SymInt`; plain ones, the sizes it was made from
-    pinned, where no shape is remembered: as :meth:`_Trace.tensor`)."""
-    shape = tr.shape_of(p)
-    if shape is None:
-        tr.pin(p)
-        with torch._C.DisableTorchFunction():
-            shape = tuple(p.shape)
-    return tuple(tr.sym(as_expr(d)) for d in shape)
+    """The sizes of a parameter as :class:`SymInt` (:meth:`_Trace.param_shape`)."""
+    return tuple(tr.sym(as_expr(d)) for d in tr.param_shape(p))
 
 
 def _pair(what: str, weight: Any, bias: Any) -> bool:
@@ -110,7 +104,7 @@ def _conv_fn(nd: int) -> Callable[..., STensor]:
         y = _conv_op(
             tr, nd, xs, w[0], w[2:], stride, padding, dilation, groups, bias is not None, w[1] * groups
         )
-        claim(tr, y, params)
+        claim(tr, _t(y), params)
         return y
 
     return f
@@ -136,7 +130,7 @@ def _layer_norm_fn(
         raise TraceError(f"layer_norm with a bias but no weight is not supported: {user_line()}")
     params = _parameters("layer_norm", {"weight": weight, "bias": bias})
     y = _layernorm_op(tr, xs, shape, weight is not None, bias is not None)
-    claim(tr, y, params)
+    claim(tr, _t(y), params)
     for p in (weight, bias):
         if p is not None:
             _bind_shape(tr, y, "weight and bias have normalized_shape", _param_shape(tr, p), shape)
@@ -163,7 +157,7 @@ def _group_norm_fn(
     affine = _pair("group_norm", weight, bias)
     params = _parameters("group_norm", {"weight": weight, "bias": bias})
     y = _groupnorm_op(tr, xs, num_groups, affine, _channels(tr, weight))
-    claim(tr, y, params)
+    claim(tr, _t(y), params)
     return y
 
 
@@ -195,7 +189,7 @@ def _batch_norm_fn(
         )
     params = _parameters("batch_norm", {"weight": weight, "bias": bias})
     y = _batchnorm_op(tr, xs, affine, _channels(tr, weight), (2, 3, 4))
-    claim(tr, y, params)
+    claim(tr, _t(y), params)
     return y
 
 

@@ -40,7 +40,7 @@ def _own(tr: _Trace, mod: nn.Module, start: int, owned: set[int]) -> None:
     params = dict(mod.named_parameters())
     node = next((n for n in tr.net.nodes[start:] if n.info is not None and not _zero(n.info.params)), None)
     if node is not None and params:
-        claim(tr, STensor(tr, tr.net.tensors[node.output]), params, owned)
+        claim(tr, tr.net.tensors[node.output], params, owned)
 
 
 def _owned(tr: _Trace, mod: nn.Module) -> set[int]:
@@ -498,7 +498,7 @@ def _call(tr: _Trace, mod: nn.Module, *args: Any, **kwargs: Any) -> Any:
     if handler is not None and (forward or _called_again(tr, mod)):
         # children own or share their parameters one by one (see _own); a hook may compute the weight
         # (spectral_norm), a parametrization does (weight_norm): forward reads it; a module whose
-        # secondary output (an RNN's final states) the model uses: its forward makes it
+        # secondary output the model uses (MultiheadAttention's weights): its forward makes it
         handler = None
     if hooked:
         return _with_hooks(mod, args, kwargs, lambda *a, **k: _call_unhooked(tr, mod, handler, *a, **k))
@@ -536,14 +536,12 @@ def _call_unhooked(
 ) -> Any:
     tr.stack.append(tr.names.get(id(mod), type(mod).__name__))
     try:
-        if handler is not None and isinstance(mod, _REFUSALS_KEPT):
-            start, owned = len(tr.net.nodes), _owned(tr, mod)
-            out = tr.handle(handler, mod, *args, **kwargs)
-            _own(tr, mod, start, owned)
-            return out
         if handler is not None:
             start, owned = len(tr.net.nodes), _owned(tr, mod)
-            done, out = tr.attempt(handler, mod, *args, **kwargs)
+            if isinstance(mod, _REFUSALS_KEPT):
+                done, out = True, tr.handle(handler, mod, *args, **kwargs)
+            else:
+                done, out = tr.attempt(handler, mod, *args, **kwargs)
             if done:
                 _own(tr, mod, start, owned)
                 return out

@@ -302,8 +302,9 @@ def _explore(
 def _traced(
     build: Any, inputs: Any, space: Any, env: Any, box: Any, finite: set[str], cache: dict[Any, Any]
 ) -> _Region:
-    """:func:`_run`; where the model uses a secondary output a module's op does not make (an RNN's final
-    states), again with that module traced through its ``forward`` (in this region and the next)."""
+    """:func:`_run`; where the model uses a secondary output a module's op does not make
+    (``MultiheadAttention``'s weights), again with that module traced through its ``forward`` (in this
+    region and the next)."""
     forward = cache.setdefault(_FORWARD, set())
     while True:
         try:

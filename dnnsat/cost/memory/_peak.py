@@ -251,6 +251,10 @@ class _Model:
                     self.roots[r].grad_uses.append((_END, c, False))
         self.alias = alias
         self.needs_grad = needs_grad
+        self.shared = self.shared_grads()
+        # ops whose parameters get gradients (and optimizer state): those the loss is computed from, and
+        # the owners of parameters such an op shares
+        self.trained = {n.index for n in net.ops() if n.output in reach} | {o for o, _, _ in self.shared}
 
     def input_grad(self, node: Any) -> bool:
         """Whether some input of ``node`` needs a gradient."""
@@ -356,7 +360,7 @@ class _Model:
             saved = unreleased[op.index] = saved + sum_(saved_at.get(op.index, []))
         grads = self.accumulated
         end = sum_(end_alive) + self.loss_scalars()  # outputs (referenced by the loop) and the loss
-        shared = self.shared_grads()
+        shared = self.shared
         for op in reversed(ops):
             k = op.index
             # under autocast an op whose weights are cast computes their gradients in 16 bits; they
@@ -773,11 +777,6 @@ class _Model:
         )
         weights = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in ops) + buffers
         inputs = sum_(where(g, b, 0) for g, b in self.persistent)
-        # ops whose parameters get gradients (and optimizer state): those the loss is computed from, and
-        # the owners of parameters such an op shares
-        self.trained = {n.index for n in ops if n.output in self.reach} | {
-            o for o, _, _ in self.shared_grads()
-        }
         trained = [n for n in ops if n.index in self.trained]
         if self.steps > 1:  # later micro-batches run with every gradient accumulated so far
             self.accumulated = sum_(where(n.gate, self.param_grad_bytes(n), 0) for n in trained)
